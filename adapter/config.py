@@ -1,0 +1,165 @@
+"""Frozen settings, one object per process kind, read from the environment at run time.
+
+Reproduces the knobs of RocketMQ's ``DefaultMQProducer`` / ``DefaultMQPushConsumer`` that
+rocketmq-client-python 2.0 exposes (send timeout 3000 ms, max message size 4 MiB, consume
+thread count 20, ...) with RocketMQ's defaults, and turns them into librdkafka settings.
+
+Environment (read by ``from_env``, never at import):
+
+- ``RMQ_ADAPTER_BOOTSTRAP``: Kafka bootstrap servers when the code did not call
+  ``set_name_server_address``.
+- ``RMQ_ADAPTER_KAFKA_<KEY>``: any librdkafka setting, the key upper-cased with ``.`` written
+  as ``_`` (``RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL`` sets ``security.protocol``). This
+  is the escape hatch for security and tuning; librdkafka rejects unknown keys at start.
+
+Known gaps: RocketMQ's name-server domain, ACL credentials and trace settings have no Kafka
+meaning here; their setters are accepted and ignored, with a warning.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from adapter.exceptions import ConfigError
+
+ENV_PREFIX = "RMQ_ADAPTER_"
+ENV_BOOTSTRAP = ENV_PREFIX + "BOOTSTRAP"
+ENV_KAFKA_PREFIX = ENV_PREFIX + "KAFKA_"
+
+DEFAULT_SEND_TIMEOUT_MS = 3000
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+DEFAULT_CONSUME_THREADS = 20
+DEFAULT_SUSPEND_MS = 1000
+DEFAULT_LOCAL_RETRY_MS = 5000
+DEFAULT_MAX_IN_FLIGHT_PER_QUEUE = 1000
+DEFAULT_COMMIT_INTERVAL_MS = 1000
+
+
+class MessageModel(IntEnum):
+    """``rocketmq.ffi.MessageModel``."""
+
+    BROADCASTING = 0
+    CLUSTERING = 1
+
+
+def _kafka_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    extra = {}
+    for name, value in environ.items():
+        if name.startswith(ENV_KAFKA_PREFIX) and len(name) > len(ENV_KAFKA_PREFIX):
+            key = name[len(ENV_KAFKA_PREFIX) :].lower().replace("_", ".")
+            extra[key] = value
+    return extra
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """Where Kafka is and any extra librdkafka settings."""
+
+    bootstrap_servers: str
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(
+        cls, bootstrap: str | None = None, environ: Mapping[str, str] | None = None
+    ) -> KafkaSettings:
+        env = os.environ if environ is None else environ
+        servers = bootstrap or env.get(ENV_BOOTSTRAP, "")
+        if not servers:
+            raise ConfigError(
+                "no Kafka bootstrap servers: call set_name_server_address('host:port') "
+                f"or set {ENV_BOOTSTRAP}"
+            )
+        # RocketMQ name-server lists are ';'-separated; Kafka's are ','-separated.
+        servers = ",".join(s.strip() for s in servers.replace(";", ",").split(",") if s.strip())
+        return cls(servers, _kafka_overrides(env))
+
+    def librdkafka(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        conf.update(settings)
+        conf.update(self.extra)
+        return conf
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    kafka: KafkaSettings
+    group: str
+    instance_name: str = "DEFAULT"
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    compress_level: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.send_timeout_ms <= 0:
+            raise ConfigError(f"send timeout must be positive, got {self.send_timeout_ms} ms")
+        if self.max_message_size <= 0:
+            raise ConfigError(f"max message size must be positive, got {self.max_message_size}")
+        if self.compress_level is not None and not 0 <= self.compress_level <= 9:
+            raise ConfigError(f"compress level must be 0..9, got {self.compress_level}")
+
+    def librdkafka(self) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            "client.id": f"{self.group}@{self.instance_name}",
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": self.send_timeout_ms,
+            "request.timeout.ms": min(self.send_timeout_ms, 30000),
+            # Room for the body plus headers and batch overhead.
+            "message.max.bytes": self.max_message_size + 64 * 1024,
+        }
+        if self.compress_level is not None:
+            settings["compression.codec"] = "gzip"
+            settings["compression.level"] = self.compress_level
+        return self.kafka.librdkafka(settings)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig:
+    kafka: KafkaSettings
+    group: str
+    message_model: MessageModel = MessageModel.CLUSTERING
+    orderly: bool = False
+    instance_name: str = "DEFAULT"
+    thread_count: int = DEFAULT_CONSUME_THREADS
+    batch_max_size: int = 1
+    max_in_flight_per_queue: int = DEFAULT_MAX_IN_FLIGHT_PER_QUEUE
+    suspend_ms: int = DEFAULT_SUSPEND_MS
+    local_retry_ms: int = DEFAULT_LOCAL_RETRY_MS
+    commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS
+
+    def __post_init__(self) -> None:
+        if self.thread_count <= 0:
+            raise ConfigError(f"thread count must be positive, got {self.thread_count}")
+        if self.batch_max_size <= 0:
+            raise ConfigError(f"batch max size must be positive, got {self.batch_max_size}")
+
+    @property
+    def kafka_group_id(self) -> str:
+        from adapter.naming import broadcast_group_id
+
+        if self.message_model == MessageModel.BROADCASTING:
+            return broadcast_group_id(self.group, self.instance_name)
+        return self.group
+
+    def librdkafka(self) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            "group.id": self.kafka_group_id,
+            "client.id": f"{self.group}@{self.instance_name}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": False,
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000,
+            # RocketMQ's consumeTimeout is 15 minutes; a callback may run that long.
+            "max.poll.interval.ms": 15 * 60 * 1000 + 60 * 1000,
+            "fetch.wait.max.ms": 100,
+        }
+        return self.kafka.librdkafka(settings)

@@ -1,0 +1,151 @@
+"""Every topic and group name the adapter uses, and the one place where they meet Kafka.
+
+Reproduces RocketMQ's naming: the system topics (``RMQ_SYS_TRANS_HALF_TOPIC``,
+``SCHEDULE_TOPIC_XXXX``, ...), the per-group retry and dead-letter topics (``%RETRY%<group>``,
+``%DLQ%<group>``) and the validation rules of ``TopicValidator``/``Validators`` (characters
+``[%|a-zA-Z0-9_-]``, topics up to 127 characters, groups up to 255).
+
+Kafka forbids ``%`` and ``|`` in topic names, and RocketMQ forbids ``.``, so ``.`` is free to
+act as an escape character: ``%`` becomes ``.25`` and ``|`` becomes ``.7C`` (their hex codes,
+as in URL encoding). The mapping is reversible and is applied here only. Group ids are
+Kafka-legal as they are and are not encoded.
+
+Known gaps: RocketMQ namespaces (``namespace%topic`` prefixes of 5.x clients) are not
+interpreted; a Kafka topic that holds ``.`` but was not written by the adapter decodes to a
+name RocketMQ itself could not have.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from adapter.exceptions import InvalidNameError
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_END_TOPIC = "RMQ_SYS_TRANS_END_TOPIC"
+TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+POISON_TOPIC = "RMQ_SYS_POISON_TOPIC"
+"""Where a system-topic record that cannot be decoded or delivered is parked, with the reason."""
+
+TRANS_COORDINATOR_GROUP = "CID_RMQ_SYS_TRANS"
+SCHEDULE_FORWARDER_GROUP = "CID_RMQ_SYS_SCHEDULE"
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+CHECK_PREFIX = "%CHECK%"
+
+SYSTEM_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_END_TOPIC,
+        TRANS_OP_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        POISON_TOPIC,
+    }
+)
+"""Topics a user producer may not send to (RocketMQ's ``NOT_ALLOWED_SEND_TOPIC_SET``)."""
+
+TOPIC_MAX_LENGTH = 127
+GROUP_MAX_LENGTH = 255
+KAFKA_TOPIC_MAX_LENGTH = 249
+
+_VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_ESCAPES = {"%": ".25", "|": ".7C"}
+_UNESCAPES = {code[1:]: char for char, code in _ESCAPES.items()}
+_ENCODE_TABLE = str.maketrans(_ESCAPES)
+_ESCAPED = re.compile(r"\.(25|7C)")
+
+
+def encode(name: str) -> str:
+    """The Kafka topic name for a RocketMQ topic name (``%`` -> ``.25``, ``|`` -> ``.7C``)."""
+    return name.translate(_ENCODE_TABLE)
+
+
+def decode(kafka_name: str) -> str:
+    """The RocketMQ topic name for a Kafka topic name; the inverse of :func:`encode`."""
+    if "." not in kafka_name:
+        return kafka_name
+    return _ESCAPED.sub(lambda m: _UNESCAPES[m.group(1)], kafka_name)
+
+
+def _check_characters(kind: str, name: object, max_length: int) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidNameError(f"the specified {kind} is blank")
+    if not _VALID.match(name):
+        raise InvalidNameError(
+            f"the specified {kind} [{name}] contains illegal characters, "
+            r"allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    if len(name) > max_length:
+        raise InvalidNameError(
+            f"the specified {kind} [{name[:40]}...] is longer than the {kind} max length "
+            f"{max_length}"
+        )
+    return name
+
+
+@lru_cache(maxsize=4096)
+def kafka_topic(topic: str) -> str:
+    """Validate a RocketMQ topic name and return its Kafka name. Cached: it is on the hot path."""
+    _check_characters("topic", topic, TOPIC_MAX_LENGTH)
+    encoded = encode(topic)
+    if len(encoded) > KAFKA_TOPIC_MAX_LENGTH:
+        raise InvalidNameError(
+            f"the topic [{topic[:40]}...] is {len(encoded)} characters once encoded for Kafka; "
+            f"Kafka allows {KAFKA_TOPIC_MAX_LENGTH} (each % or | takes 3)",
+            topic=topic,
+        )
+    return encoded
+
+
+def sendable_kafka_topic(topic: str) -> str:
+    """Like :func:`kafka_topic`, and refuses the system topics, as RocketMQ's producer does."""
+    if topic in SYSTEM_TOPICS:
+        raise InvalidNameError(f"Sending message to topic[{topic}] is forbidden.", topic=topic)
+    return kafka_topic(topic)
+
+
+def validate_group(group: str) -> str:
+    """Check a producer or consumer group name by RocketMQ's rules and return it."""
+    return _check_characters("group", group, GROUP_MAX_LENGTH)
+
+
+def retry_topic(group: str) -> str:
+    """``%RETRY%<group>``: where a clustering consumer group's failed messages come back."""
+    return RETRY_PREFIX + validate_group(group)
+
+
+def dlq_topic(group: str) -> str:
+    """``%DLQ%<group>``: where messages land after the group's last retry."""
+    return DLQ_PREFIX + validate_group(group)
+
+
+def check_topic(group: str) -> str:
+    """``%CHECK%<group>``: the coordinator's check-back requests for a producer group."""
+    return CHECK_PREFIX + validate_group(group)
+
+
+def group_of(topic: str) -> str | None:
+    """The group of a retry, dead-letter or check topic; ``None`` for any other topic."""
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX, CHECK_PREFIX):
+        if topic.startswith(prefix) and len(topic) > len(prefix):
+            return topic[len(prefix) :]
+    return None
+
+
+def is_retry_topic(topic: str) -> bool:
+    return topic.startswith(RETRY_PREFIX)
+
+
+def broadcast_group_id(group: str, instance_name: str) -> str:
+    """The Kafka group id that stores one broadcasting consumer instance's own offsets.
+
+    RocketMQ keeps broadcasting offsets per client (``<ip>@<instanceName>``) on local disk;
+    here they live in Kafka under ``<group>@<instanceName>``, so a restarted instance with
+    the same name resumes where it stopped.
+    """
+    return f"{validate_group(group)}@{instance_name}"

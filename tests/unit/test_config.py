@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import pytest
+
+from adapter.config import ConsumerConfig, KafkaSettings, MessageModel, ProducerConfig
+from adapter.exceptions import ConfigError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_bootstrap_comes_from_the_code_first_then_the_environment() -> None:
+    env = {"RMQ_ADAPTER_BOOTSTRAP": "env:9092"}
+    assert KafkaSettings.from_env("code:9092", env).bootstrap_servers == "code:9092"
+    assert KafkaSettings.from_env(None, env).bootstrap_servers == "env:9092"
+
+
+def test_name_server_lists_separated_by_semicolons_become_kafka_lists() -> None:
+    assert KafkaSettings.from_env("a:1; b:2", {}).bootstrap_servers == "a:1,b:2"
+
+
+def test_missing_bootstrap_servers_are_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="set_name_server_address"):
+        KafkaSettings.from_env(None, {})
+
+
+def test_extra_librdkafka_settings_come_from_prefixed_variables() -> None:
+    settings = KafkaSettings.from_env("a:1", {"RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL": "SSL"})
+    conf = ProducerConfig(settings, "G").librdkafka()
+    assert conf["security.protocol"] == "SSL"
+
+
+def test_producer_defaults_are_rocketmqs() -> None:
+    config = ProducerConfig(KafkaSettings("a:1"), "G")
+    assert config.send_timeout_ms == 3000
+    assert config.max_message_size == 4 * 1024 * 1024
+    conf = config.librdkafka()
+    assert conf["message.timeout.ms"] == 3000
+    assert conf["enable.idempotence"] is True
+
+
+@pytest.mark.parametrize("kwargs", [{"send_timeout_ms": 0}, {"max_message_size": -1}, {"compress_level": 10}])
+def test_bad_producer_settings_are_refused(kwargs: dict[str, int]) -> None:
+    with pytest.raises(ConfigError):
+        ProducerConfig(KafkaSettings("a:1"), "G", **kwargs)
+
+
+def test_broadcasting_consumers_keep_offsets_per_instance() -> None:
+    config = ConsumerConfig(KafkaSettings("a:1"), "G", MessageModel.BROADCASTING, instance_name="i1")
+    assert config.librdkafka()["group.id"] == "G@i1"
+    assert ConsumerConfig(KafkaSettings("a:1"), "G").librdkafka()["group.id"] == "G"

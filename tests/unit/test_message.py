@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import pytest
+
+from adapter.client import Message, MessageProperty, ReceivedMessage
+from adapter.exceptions import InvalidMessageError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_a_message_becomes_a_body_and_headers() -> None:
+    m = Message("TopicTest")
+    m.set_tags("TagA")
+    m.set_keys("k1 k2")
+    m.set_body("héllo")
+    m.set_property("color", "blue")
+    assert m.body == "héllo".encode()
+    assert m.headers("ID1") == [
+        ("UNIQ_KEY", b"ID1"), ("TAGS", b"TagA"), ("KEYS", b"k1 k2"), ("color", b"blue"),
+    ]
+
+
+def test_a_list_of_keys_is_joined_with_spaces() -> None:
+    m = Message("T")
+    m.set_keys(["a", "b"])
+    assert m.keys == b"a b"
+
+
+def test_system_property_names_are_reserved() -> None:
+    with pytest.raises(InvalidMessageError, match="used by system"):
+        Message("T").set_property("UNIQ_KEY", "x")
+
+
+def test_a_delay_level_must_be_an_int() -> None:
+    with pytest.raises(InvalidMessageError, match="int"):
+        Message("T").set_delay_time_level("3")  # type: ignore[arg-type]
+
+
+def received(**headers: bytes) -> ReceivedMessage:
+    return ReceivedMessage(
+        topic="TopicTest", kafka_topic="TopicTest", body=b"b", queue_id=2, queue_offset=7,
+        timestamp=1700000000000, append_time=False, headers=list(headers.items()),
+    )
+
+
+def test_a_received_message_returns_bytes_where_the_original_does() -> None:
+    r = received(TAGS=b"TagA", KEYS=b"k", UNIQ_KEY=b"ABC", DELAY=b"3", RECONSUME_TIME=b"2")
+    assert (r.tags, r.keys, r.body) == (b"TagA", b"k", b"b")
+    assert (r.topic, r.id) == ("TopicTest", "ABC")
+    assert (r.queue_id, r.queue_offset, r.delay_time_level, r.reconsume_times) == (2, 7, 3, 2)
+    assert r.get_property(MessageProperty.TAGS) == b"TagA"
+    assert r[b"KEYS"] == b"k"
+    assert bytes(r) == b"b" and str(r) == "b"
+
+
+def test_a_record_written_without_the_adapter_still_has_an_id_and_empty_properties() -> None:
+    r = received()
+    assert r.id == "TopicTest-2@7"
+    assert r.tags == b"" and r.get_property("x") == b""
+    assert r.born_timestamp == r.store_timestamp == 1700000000000
+
+
+def test_a_retried_message_shows_its_original_topic() -> None:
+    r = received(RETRY_TOPIC=b"TopicTest")
+    assert r.topic == "TopicTest"
