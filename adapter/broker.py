@@ -155,7 +155,9 @@ def _tail(path: Path, lines: int = 20) -> str:
 def _java() -> str:
     java = shutil.which("java")
     if java is None:
-        raise BrokerError("Java is missing: install a Java 17+ runtime (apt-get install openjdk-17-jre-headless)")
+        raise BrokerError(
+            "Java is missing: install a Java 17+ runtime (apt-get install openjdk-17-jre-headless)"
+        )
     return java
 
 
@@ -168,7 +170,7 @@ def _classpath(jars_dir: Path) -> str:
 
 
 def start(config: BrokerConfig) -> str:
-    """Start the broker in the background; return its bootstrap address once it accepts connections."""
+    """Start the broker in the background; return its address once it accepts connections."""
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     pid = read_pid(data_dir)
@@ -205,7 +207,9 @@ def start(config: BrokerConfig) -> str:
             check=False,
         )
         if formatted.returncode != 0:
-            raise BrokerError(f"formatting the KRaft storage failed:\n{formatted.stderr or formatted.stdout}")
+            raise BrokerError(
+                f"formatting the KRaft storage failed:\n{formatted.stderr or formatted.stdout}"
+            )
 
     log_path = data_dir / LOG_FILE
     with open(log_path, "ab") as out:

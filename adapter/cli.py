@@ -84,12 +84,12 @@ def topics_init(bootstrap: str, half_partitions: int | None, delay_levels: str) 
     """Create the system topics idempotently; refuse layouts that break the rules."""
     try:
         levels = DelayLevels.parse(delay_levels)
-        if half_partitions is None:
-            half_partitions = _existing_half_partitions(bootstrap)
-        created = topics.init_topics(bootstrap, topics.system_layout(half_partitions, levels))
+        partitions = half_partitions or _existing_half_partitions(bootstrap)
+        layout = topics.system_layout(partitions, levels)
+        created = topics.init_topics(bootstrap, layout)
     except AdapterError as exc:
         _fail(exc)
-    for spec in topics.system_layout(half_partitions, levels):
+    for spec in layout:
         state = "created" if spec.name in created else "ok"
         click.echo(f"{state:8} {spec.name} ({spec.partitions} partitions)")
 

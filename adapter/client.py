@@ -1,4 +1,4 @@
-"""The drop-in facade: ``from adapter.client import ...`` replaces ``from rocketmq.client import ...``.
+"""The drop-in facade: ``adapter.client`` replaces ``rocketmq.client`` in an import.
 
 Reproduces the public names of ``rocketmq.client`` in rocketmq-client-python 2.0, with the
 same enum values and return types. ``set_name_server_address`` takes Kafka bootstrap servers.

@@ -43,6 +43,7 @@ from types import TracebackType
 from typing import Any
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
     KafkaError,
@@ -50,6 +51,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka import Message as KafkaMessage
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from adapter import naming
 from adapter.config import ConsumerConfig, KafkaSettings, MessageModel
@@ -184,9 +186,7 @@ class PushConsumer:
     def set_message_trace(self, message_trace: bool) -> None:
         log.debug("message trace is not supported; ignored (%s)", message_trace)
 
-    def subscribe(
-        self, topic: str, callback: MessageCallback, expression: str = "*"
-    ) -> None:
+    def subscribe(self, topic: str, callback: MessageCallback, expression: str = "*") -> None:
         """Consume ``topic`` with ``callback``, keeping messages whose tag matches ``expression``.
 
         Raises :class:`~adapter.exceptions.InvalidNameError` for a bad topic name and
@@ -277,9 +277,7 @@ class _ConsumeLoop:
         self._retry_seq = itertools.count()
         self._retry_lock = threading.Lock()
         self._stopping = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"poll-{config.group}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=f"poll-{config.group}", daemon=True)
         self._broadcasting = config.message_model == MessageModel.BROADCASTING
         self._last_commit = time.monotonic()
 
@@ -288,7 +286,9 @@ class _ConsumeLoop:
             self._assign_everything()
         else:
             self._client.subscribe(
-                list(self._subs), on_assign=self._on_assign, on_revoke=self._on_revoke,
+                list(self._subs),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
                 on_lost=self._on_lost,
             )
         self._thread.start()
@@ -304,7 +304,7 @@ class _ConsumeLoop:
 
     def _assign_everything(self) -> None:
         metadata = self._client.list_topics(timeout=10)
-        partitions = []
+        partitions: list[TopicPartition] = []
         for kafka_topic in self._subs:
             info = metadata.topics.get(kafka_topic)
             if info is None or info.error is not None:
@@ -316,12 +316,29 @@ class _ConsumeLoop:
             partitions.extend(TopicPartition(kafka_topic, p) for p in sorted(info.partitions))
         for tp in partitions:
             self._add_lane(tp)
-        self._client.assign(partitions)
+        self._client.assign(self._start_positions(partitions))
+
+    @retry(
+        retry=retry_if_exception_type(KafkaException),
+        wait=wait_exponential(multiplier=0.2, max=2.0),
+        stop=stop_after_delay(30),
+        reraise=True,
+    )
+    def _start_positions(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """This instance's committed offsets, or the earliest retained message where none.
+
+        Fetched here, with retries, because a young broker answers NOT_COORDINATOR for a while.
+        """
+        positions = self._client.committed(partitions, timeout=5)
+        for tp in positions:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            if tp.offset < 0:
+                tp.offset = OFFSET_BEGINNING
+        return list(positions)
 
     def _add_lane(self, tp: TopicPartition) -> None:
-        self._lanes[(tp.topic, tp.partition)] = _Lane(
-            tp.topic, tp.partition, self._subs[tp.topic]
-        )
+        self._lanes[(tp.topic, tp.partition)] = _Lane(tp.topic, tp.partition, self._subs[tp.topic])
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -384,7 +401,7 @@ class _ConsumeLoop:
             if error is not None:
                 self._on_record_error(error)
                 continue
-            key = (record.topic(), record.partition())
+            key = (str(record.topic()), int(record.partition() or 0))
             batch = batches.get(key)
             if batch is None:
                 batches[key] = batch = []
@@ -434,7 +451,7 @@ class _ConsumeLoop:
         return ReceivedMessage(
             topic=lane.subscription.topic,
             kafka_topic=lane.topic,
-            body=record.value(),  # type: ignore[arg-type]
+            body=record.value(),
             queue_id=lane.partition,
             queue_offset=record.offset(),  # type: ignore[arg-type]
             timestamp=ts,
@@ -453,7 +470,9 @@ class _ConsumeLoop:
         except Exception:
             log.exception(
                 "callback failed for %s (queue %d offset %d); it will be consumed again",
-                message.id, lane.partition, message.queue_offset,
+                message.id,
+                lane.partition,
+                message.queue_offset,
             )
             status = ConsumeStatus.RECONSUME_LATER
         if status == ConsumeStatus.CONSUME_SUCCESS:
@@ -463,7 +482,8 @@ class _ConsumeLoop:
             log.error(
                 "callback for %s returned %r; use ConsumeStatus as response. "
                 "Treated as RECONSUME_LATER",
-                message.id, status,
+                message.id,
+                status,
             )
         self._stats.failed += 1
         return False
@@ -502,7 +522,9 @@ class _ConsumeLoop:
             log.warning(
                 "broadcasting consumer drops failed message %s (queue %d offset %d), "
                 "as RocketMQ does",
-                message.id, lane.partition, message.queue_offset,
+                message.id,
+                lane.partition,
+                message.queue_offset,
             )
             lane.ack(record.offset())  # type: ignore[arg-type]
             return
@@ -584,7 +606,10 @@ class _ConsumeLoop:
         if not offsets:
             return
         try:
-            self._client.commit(offsets=offsets, asynchronous=not synchronous)
+            if synchronous:
+                self._client.commit(offsets=offsets, asynchronous=False)
+            else:
+                self._client.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             log.warning("consumer %s commit failed: %s", self._config.group, exc)
 

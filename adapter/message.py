@@ -20,7 +20,7 @@ from typing import Any
 from adapter import properties as prop
 from adapter.exceptions import InvalidMessageError
 
-Headers = list[tuple[str, bytes]]
+Headers = list[tuple[str, str | bytes | None]]
 
 
 def _to_bytes(value: str | bytes | bytearray) -> bytes:
@@ -148,7 +148,9 @@ class ReceivedMessage:
         self._queue_offset = queue_offset
         self._timestamp = timestamp
         self._append_time = append_time
-        self._props: dict[str, bytes] = dict(headers) if headers else {}
+        self._props: dict[str, bytes] = (
+            {k: v for k, v in headers if isinstance(v, bytes)} if headers else {}
+        )
         self._reconsume_extra = 0
 
     @property

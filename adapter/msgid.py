@@ -15,7 +15,7 @@ import os
 import secrets
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def _ipv4_bytes() -> bytes:
@@ -26,7 +26,7 @@ def _ipv4_bytes() -> bytes:
 
 
 def _month_start_ms(now: float) -> int:
-    t = datetime.fromtimestamp(now, tz=timezone.utc)
+    t = datetime.fromtimestamp(now, tz=UTC)
     start = t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     return int(start.timestamp() * 1000)
 
@@ -37,7 +37,9 @@ class MessageIdGenerator:
     def __init__(self) -> None:
         pid = os.getpid() & 0xFFFF
         self.pid = os.getpid()
-        self._prefix = (_ipv4_bytes() + pid.to_bytes(2, "big") + secrets.token_bytes(4)).hex().upper()
+        self._prefix = (
+            (_ipv4_bytes() + pid.to_bytes(2, "big") + secrets.token_bytes(4)).hex().upper()
+        )
         self._month_start = _month_start_ms(time.time())
         self._counter = itertools.count()
 

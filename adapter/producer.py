@@ -251,7 +251,8 @@ class Producer:
 
     def _checked(self, msg: Message, error: type[ProducerException]) -> tuple[str, bytes]:
         config = self._config
-        assert config is not None
+        if config is None:
+            raise error(f"producer {self._group!r} is not started; call start() first")
         try:
             topic = naming.sendable_kafka_topic(msg.topic)
             body = msg.body
@@ -333,4 +334,3 @@ class Producer:
         with self._lock:
             self._partitions[topic] = (now + _METADATA_TTL_S, count)
         return count
-

@@ -10,7 +10,7 @@ Known gaps: none of RocketMQ's region, trace or pop-checkpoint properties are pr
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 KEYS = "KEYS"
 TAGS = "TAGS"
@@ -52,7 +52,7 @@ RESERVED = frozenset(
 """System properties the adapter sets itself; ``Message.set_property`` refuses them."""
 
 
-class MessageProperty(str, Enum):
+class MessageProperty(StrEnum):
     """``rocketmq.consts.MessageProperty``: names accepted by ``ReceivedMessage.get_property``."""
 
     TRACE_SWITCH = "TRACE_ON"

@@ -22,7 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.cimpl import NewTopic
 
 from adapter import naming
 from adapter.delay import DelayLevels

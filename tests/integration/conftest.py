@@ -139,8 +139,14 @@ def make_consumer(kafka_bootstrap: str) -> Iterator[Callable[..., PushConsumer]]
         consumer.shutdown()
 
 
-def send(producer: Producer, topic: str, body: str | bytes, tags: str | None = None,
-         keys: str | None = None, **props: str) -> SendResult:
+def send(
+    producer: Producer,
+    topic: str,
+    body: str | bytes,
+    tags: str | None = None,
+    keys: str | None = None,
+    **props: str,
+) -> SendResult:
     message = Message(topic)
     message.set_body(body)
     if tags:
@@ -152,7 +158,9 @@ def send(producer: Producer, topic: str, body: str | bytes, tags: str | None = N
     return producer.send_sync(message)
 
 
-def committed_offsets(admin: AdminClient, group: str, topic: str, partitions: int) -> dict[int, int]:
+def committed_offsets(
+    admin: AdminClient, group: str, topic: str, partitions: int
+) -> dict[int, int]:
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(naming.kafka_topic(topic), p) for p in range(partitions)]
     )

@@ -25,7 +25,9 @@ def message(topic: str, body: bytes = b"x") -> Message:
 
 
 @pytest.mark.parametrize("topic", ["bad topic", "dots.are.not.rocketmq", "", "x" * 128, "ümlaut"])
-def test_an_invalid_topic_name_is_refused_with_the_rule_it_breaks(make_producer, topic: str) -> None:
+def test_an_invalid_topic_name_is_refused_with_the_rule_it_breaks(
+    make_producer, topic: str
+) -> None:
     producer = make_producer()
     with pytest.raises(ProducerSendSyncFailed, match="topic"):
         producer.send_sync(message(topic))
@@ -71,7 +73,9 @@ def test_an_invalid_topic_name_is_refused_at_subscribe() -> None:
         PushConsumer(unique("GID")).subscribe("no spaces", lambda m: None)
 
 
-def test_start_without_a_subscription_raises_push_consumer_start_failed(kafka_bootstrap: str) -> None:
+def test_start_without_a_subscription_raises_push_consumer_start_failed(
+    kafka_bootstrap: str,
+) -> None:
     consumer = PushConsumer(unique("GID"))
     consumer.set_name_server_address(kafka_bootstrap)
     with pytest.raises(PushConsumerStartFailed, match="no subscription"):

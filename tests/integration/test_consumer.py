@@ -83,7 +83,8 @@ def test_clustering_consumers_split_the_queues_and_see_each_message_once(
     counts = Counter(first.bodies + second.bodies)
     assert set(counts) == {f"c{i}".encode() for i in range(100)}
     assert max(counts.values()) == 1, "no message was seen twice"
-    assert len(first) > 0 and len(second) > 0
+    assert len(first) > 0
+    assert len(second) > 0
     mine = {q for _, q in one.assigned_queues()}
     assert all(m.queue_id in mine for m in first.messages)
 
@@ -177,7 +178,13 @@ def test_an_orderly_consumer_retries_a_failed_message_in_place_without_skipping(
     make_consumer(new_group(), topic, fails_twice_on_o2, orderly=True)
     wait_until(lambda: len(seen) == 7, what="five messages and two retries")
     assert seen == [
-        (b"o0", 0), (b"o1", 0), (b"o2", 0), (b"o2", 1), (b"o2", 2), (b"o3", 0), (b"o4", 0),
+        (b"o0", 0),
+        (b"o1", 0),
+        (b"o2", 0),
+        (b"o2", 1),
+        (b"o2", 2),
+        (b"o3", 0),
+        (b"o4", 0),
     ]
 
 
@@ -198,4 +205,6 @@ def test_a_failed_message_is_consumed_again_with_a_higher_reconsume_count(
     make_consumer(group, topic, fails_first)
     wait_until(lambda: len(attempts) == 2, timeout=30, what="the local retry")
     assert attempts == [0, 1]
-    wait_until(lambda: committed_offsets(admin, group, topic, 1)[0] == 1, what="commit after success")
+    wait_until(
+        lambda: committed_offsets(admin, group, topic, 1)[0] == 1, what="commit after success"
+    )

@@ -19,9 +19,20 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_consumer(bootstrap: str, group: str, topic: str, out: Path, delay: float) -> subprocess.Popen:
+def start_consumer(
+    bootstrap: str, group: str, topic: str, out: Path, delay: float
+) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.procs.consume_to_file", bootstrap, group, topic, str(out), str(delay)],
+        [
+            sys.executable,
+            "-m",
+            "tests.procs.consume_to_file",
+            bootstrap,
+            group,
+            topic,
+            str(out),
+            str(delay),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

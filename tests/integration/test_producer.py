@@ -29,9 +29,10 @@ def read_plain(bootstrap: str, topic: str, count: int) -> list:
     records: list = []
     try:
         wait_until(
-            lambda: records.extend(
-                r for r in consumer.consume(100, 0.5) if r.error() is None
-            ) or len(records) >= count,
+            lambda: (
+                records.extend(r for r in consumer.consume(100, 0.5) if r.error() is None)
+                or len(records) >= count
+            ),
             timeout=30,
             what=f"{count} records on {topic}",
         )
@@ -77,7 +78,12 @@ def test_a_plain_kafka_consumer_sees_the_body_and_the_properties_as_headers(
     assert "%" not in record.topic()
     assert record.value() == b"\x00binary"
     headers = dict(record.headers())
-    assert headers == {"UNIQ_KEY": result.msg_id.encode(), "TAGS": b"TagB", "KEYS": b"k1", "who": b"me"}
+    assert headers == {
+        "UNIQ_KEY": result.msg_id.encode(),
+        "TAGS": b"TagB",
+        "KEYS": b"k1",
+        "who": b"me",
+    }
 
 
 def test_oneway_sends_all_arrive(kafka_bootstrap: str, make_producer, new_topic) -> None:

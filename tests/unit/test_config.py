@@ -38,13 +38,17 @@ def test_producer_defaults_are_rocketmqs() -> None:
     assert conf["enable.idempotence"] is True
 
 
-@pytest.mark.parametrize("kwargs", [{"send_timeout_ms": 0}, {"max_message_size": -1}, {"compress_level": 10}])
+@pytest.mark.parametrize(
+    "kwargs", [{"send_timeout_ms": 0}, {"max_message_size": -1}, {"compress_level": 10}]
+)
 def test_bad_producer_settings_are_refused(kwargs: dict[str, int]) -> None:
     with pytest.raises(ConfigError):
         ProducerConfig(KafkaSettings("a:1"), "G", **kwargs)
 
 
 def test_broadcasting_consumers_keep_offsets_per_instance() -> None:
-    config = ConsumerConfig(KafkaSettings("a:1"), "G", MessageModel.BROADCASTING, instance_name="i1")
+    config = ConsumerConfig(
+        KafkaSettings("a:1"), "G", MessageModel.BROADCASTING, instance_name="i1"
+    )
     assert config.librdkafka()["group.id"] == "G@i1"
     assert ConsumerConfig(KafkaSettings("a:1"), "G").librdkafka()["group.id"] == "G"

@@ -16,7 +16,10 @@ def test_a_message_becomes_a_body_and_headers() -> None:
     m.set_property("color", "blue")
     assert m.body == "héllo".encode()
     assert m.headers("ID1") == [
-        ("UNIQ_KEY", b"ID1"), ("TAGS", b"TagA"), ("KEYS", b"k1 k2"), ("color", b"blue"),
+        ("UNIQ_KEY", b"ID1"),
+        ("TAGS", b"TagA"),
+        ("KEYS", b"k1 k2"),
+        ("color", b"blue"),
     ]
 
 
@@ -38,8 +41,14 @@ def test_a_delay_level_must_be_an_int() -> None:
 
 def received(**headers: bytes) -> ReceivedMessage:
     return ReceivedMessage(
-        topic="TopicTest", kafka_topic="TopicTest", body=b"b", queue_id=2, queue_offset=7,
-        timestamp=1700000000000, append_time=False, headers=list(headers.items()),
+        topic="TopicTest",
+        kafka_topic="TopicTest",
+        body=b"b",
+        queue_id=2,
+        queue_offset=7,
+        timestamp=1700000000000,
+        append_time=False,
+        headers=list(headers.items()),
     )
 
 
@@ -50,13 +59,15 @@ def test_a_received_message_returns_bytes_where_the_original_does() -> None:
     assert (r.queue_id, r.queue_offset, r.delay_time_level, r.reconsume_times) == (2, 7, 3, 2)
     assert r.get_property(MessageProperty.TAGS) == b"TagA"
     assert r[b"KEYS"] == b"k"
-    assert bytes(r) == b"b" and str(r) == "b"
+    assert bytes(r) == b"b"
+    assert str(r) == "b"
 
 
 def test_a_record_written_without_the_adapter_still_has_an_id_and_empty_properties() -> None:
     r = received()
     assert r.id == "TopicTest-2@7"
-    assert r.tags == b"" and r.get_property("x") == b""
+    assert r.tags == b""
+    assert r.get_property("x") == b""
     assert r.born_timestamp == r.store_timestamp == 1700000000000
 
 

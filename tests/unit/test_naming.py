@@ -9,9 +9,7 @@ from adapter.exceptions import InvalidNameError
 
 pytestmark = pytest.mark.timeout(60)
 
-rocketmq_names = st.text(
-    alphabet="%|abcXYZ019_-", min_size=1, max_size=80
-)
+rocketmq_names = st.text(alphabet="%|abcXYZ019_-", min_size=1, max_size=80)
 
 
 @given(rocketmq_names)

@@ -59,7 +59,9 @@ def test_offsets_must_arrive_in_increasing_order() -> None:
 
 
 @given(st.data(), st.integers(min_value=1, max_value=60))
-def test_the_position_is_always_the_smallest_unacknowledged_offset(data: st.DataObject, n: int) -> None:
+def test_the_position_is_always_the_smallest_unacknowledged_offset(
+    data: st.DataObject, n: int
+) -> None:
     gaps = data.draw(st.lists(st.integers(min_value=1, max_value=3), min_size=n, max_size=n))
     tracked, o = [], 0
     for gap in gaps:

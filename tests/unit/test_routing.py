@@ -21,7 +21,9 @@ pytestmark = pytest.mark.timeout(30)
         ("😀", 1772899),
     ],
 )
-def test_the_hash_is_javas_string_hash_code_as_java_17_computes_it(text: str, expected: int) -> None:
+def test_the_hash_is_javas_string_hash_code_as_java_17_computes_it(
+    text: str, expected: int
+) -> None:
     assert java_string_hash(text) == expected
 
 

@@ -12,7 +12,10 @@ pytestmark = pytest.mark.timeout(30)
 
 def test_the_layout_has_co_partitioned_transaction_topics_and_a_partition_per_level() -> None:
     specs = {s.name: s for s in system_layout(6, DelayLevels.parse("1s 2s 3s"))}
-    assert {specs[n].partitions for n in (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)} == {6}
+    assert {
+        specs[n].partitions
+        for n in (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)
+    } == {6}
     assert specs[naming.SCHEDULE_TOPIC].partitions == 3
     assert specs[naming.SCHEDULE_TOPIC].configs == {"message.timestamp.type": "LogAppendTime"}
     assert specs[naming.TRANS_CHECK_MAX_TIME_TOPIC].partitions == 1
@@ -47,7 +50,8 @@ def test_a_schedule_topic_stamped_with_create_time_is_refused() -> None:
         {naming.SCHEDULE_TOPIC: 18},
         {naming.SCHEDULE_TOPIC: {"message.timestamp.type": "CreateTime"}},
     )
-    assert len(problems) == 1 and "LogAppendTime" in problems[0]
+    assert len(problems) == 1
+    assert "LogAppendTime" in problems[0]
 
 
 def test_zero_half_partitions_is_an_error() -> None:

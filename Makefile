@@ -1,0 +1,54 @@
+# The two commands of the README: `make demo` and `make test`. Each works from a clean clone:
+# it creates .venv, installs the package, fetches the pinned Kafka jars, starts what it needs
+# and stops it afterwards.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+JARS_STAMP := infra/.jars/kafka/.pom.sha256
+PYTEST_ARGS ?=
+
+.PHONY: demo test unit integration lint bench jars install system-deps clean
+
+demo: install jars
+	$(PY) -m demo
+
+test: install jars lint
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: install jars
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check adapter tests bench demo
+	$(VENV)/bin/mypy adapter
+
+bench: install jars
+	$(PY) -m bench.client
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml | system-deps
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+jars: $(JARS_STAMP)
+
+$(JARS_STAMP): infra/pom.xml infra/fetch-jars.sh | system-deps
+	infra/fetch-jars.sh
+
+# Java 17 and Maven come with this machine kind; install them from Debian if they are missing.
+system-deps:
+	@command -v java >/dev/null && command -v mvn >/dev/null || { \
+	  echo "installing Java 17 and Maven from Debian..."; \
+	  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
+	@$(PYTHON) -c 'import venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; }
+
+clean:
+	rm -rf $(VENV) infra/.jars .demo bench/.out
