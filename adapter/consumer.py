@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 _POLL_BATCH = 500
 _POLL_TIMEOUT_S = 0.1
 _SHUTDOWN_WAIT_S = 30.0
+_MIN_CHUNK = 16
 _REVOKE_WAIT_S = 10.0
 
 
@@ -416,7 +417,7 @@ class _ConsumeLoop:
             if self._config.orderly:
                 self._enqueue_orderly(lane, batch)
             else:
-                size = max(1, math.ceil(len(batch) / self._config.thread_count))
+                size = max(_MIN_CHUNK, math.ceil(len(batch) / self._config.thread_count))
                 for i in range(0, len(batch), size):
                     self._pool.submit(self._run_chunk, lane, batch[i : i + size])
 
@@ -462,7 +463,7 @@ class _ConsumeLoop:
     def _consume(self, lane: _Lane, message: ReceivedMessage) -> bool:
         """Run the callback; True when the message is finished (consumed or filtered)."""
         sub = lane.subscription
-        if not sub.filter.matches(message.tags or None):
+        if sub.filter.tags is not None and not sub.filter.matches(message.tags or None):
             self._stats.filtered += 1
             return True
         try:
@@ -495,26 +496,32 @@ class _ConsumeLoop:
             lane.running += 1
             return True
 
-    def _end(self, lane: _Lane, offset: int | None) -> None:
+    def _end(self, lane: _Lane, finished: list[int]) -> None:
         with lane.lock:
             lane.running -= 1
-            if offset is not None:
-                lane.offsets.ack(offset)
+            ack = lane.offsets.ack
+            for offset in finished:
+                ack(offset)
             if lane.running == 0:
                 lane.idle.notify_all()
 
     def _run_chunk(self, lane: _Lane, records: list[KafkaMessage]) -> None:
-        for record in records:
-            if not self._begin(lane):
-                return
-            offset: int | None = record.offset()
-            try:
+        """Consume a chunk of one queue; offsets are acknowledged together at the end."""
+        if not self._begin(lane):
+            return
+        finished: list[int] = []
+        stopping = self._stopping
+        try:
+            for record in records:
+                if lane.revoked or stopping.is_set():
+                    break  # left uncommitted: the next owner consumes it
                 message = self._received(lane, record)
-                if not self._consume(lane, message):
+                if self._consume(lane, message):
+                    finished.append(message.queue_offset)
+                else:
                     self._after_failure(lane, record, message)
-                    offset = None
-            finally:
-                self._end(lane, offset)
+        finally:
+            self._end(lane, finished)
 
     def _after_failure(self, lane: _Lane, record: KafkaMessage, message: ReceivedMessage) -> None:
         if self._broadcasting:
@@ -549,13 +556,14 @@ class _ConsumeLoop:
     def _retry_one(self, lane: _Lane, record: KafkaMessage, message: ReceivedMessage) -> None:
         if not self._begin(lane):
             return
-        offset: int | None = record.offset()
+        finished: list[int] = []
         try:
-            if not self._consume(lane, message):
+            if self._consume(lane, message):
+                finished.append(message.queue_offset)
+            else:
                 self._after_failure(lane, record, message)
-                offset = None
         finally:
-            self._end(lane, offset)
+            self._end(lane, finished)
 
     def _enqueue_orderly(self, lane: _Lane, batch: list[KafkaMessage]) -> None:
         with lane.lock:
@@ -578,7 +586,7 @@ class _ConsumeLoop:
                     with lane.lock:
                         lane.busy = False
                     return
-                offset: int | None = None
+                finished: list[int] = []
                 try:
                     message = self._received(lane, record)
                     while not self._consume(lane, message):
@@ -586,10 +594,10 @@ class _ConsumeLoop:
                             break
                         message._count_local_retry()
                     else:
-                        offset = record.offset()
+                        finished.append(message.queue_offset)
                 finally:
-                    self._end(lane, offset)
-                if offset is None:
+                    self._end(lane, finished)
+                if not finished:
                     with lane.lock:
                         lane.busy = False
                     return

@@ -24,6 +24,11 @@ Headers = list[tuple[str, str | bytes | None]]
 
 
 def _to_bytes(value: str | bytes | bytearray) -> bytes:
+    kind = type(value)
+    if kind is bytes:
+        return value  # type: ignore[return-value]
+    if kind is str:
+        return value.encode("utf-8")  # type: ignore[union-attr]
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, (bytes, bytearray)):
@@ -148,9 +153,11 @@ class ReceivedMessage:
         self._queue_offset = queue_offset
         self._timestamp = timestamp
         self._append_time = append_time
-        self._props: dict[str, bytes] = (
-            {k: v for k, v in headers if isinstance(v, bytes)} if headers else {}
-        )
+        # Header values are bytes, or None for a null header (kept out: "absent" reads b"").
+        props = dict(headers) if headers else {}
+        if None in props.values():
+            props = {k: v for k, v in props.items() if v is not None}
+        self._props: dict[str, bytes] = props  # type: ignore[assignment]
         self._reconsume_extra = 0
 
     @property

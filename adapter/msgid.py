@@ -18,6 +18,9 @@ import time
 from datetime import UTC, datetime
 
 
+_HEX2 = tuple(f"{i:02X}" for i in range(256))
+
+
 def _ipv4_bytes() -> bytes:
     try:
         return socket.inet_aton(socket.gethostbyname(socket.gethostname()))
@@ -36,24 +39,40 @@ class MessageIdGenerator:
 
     def __init__(self) -> None:
         pid = os.getpid() & 0xFFFF
-        self.pid = os.getpid()
         self._prefix = (
             (_ipv4_bytes() + pid.to_bytes(2, "big") + secrets.token_bytes(4)).hex().upper()
         )
         self._month_start = _month_start_ms(time.time())
         self._counter = itertools.count()
+        self._last_ms = -1
+        self._head = ""
 
     def next_id(self) -> str:
-        elapsed = (int(time.time() * 1000) - self._month_start) & 0xFFFFFFFF
-        return f"{self._prefix}{elapsed:08X}{next(self._counter) & 0xFFFF:04X}"
+        # Formatting is the cost on this hot path: the time part is formatted once per
+        # millisecond and the counter through a table of two-digit hex strings.
+        now_ms = int(time.time() * 1000)
+        if now_ms != self._last_ms:
+            self._last_ms = now_ms
+            self._head = f"{self._prefix}{(now_ms - self._month_start) & 0xFFFFFFFF:08X}"
+        n = next(self._counter)
+        return self._head + _HEX2[(n >> 8) & 0xFF] + _HEX2[n & 0xFF]
 
 
 _GENERATOR: MessageIdGenerator | None = None
 
 
-def new_message_id() -> str:
-    """A fresh UNIQ_KEY. The generator is built on first use, not at import."""
+def _forget_generator() -> None:
     global _GENERATOR
-    if _GENERATOR is None or _GENERATOR.pid != os.getpid():  # rebuilt after fork
-        _GENERATOR = MessageIdGenerator()
-    return _GENERATOR.next_id()
+    _GENERATOR = None
+
+
+os.register_at_fork(after_in_child=_forget_generator)
+
+
+def new_message_id() -> str:
+    """A fresh UNIQ_KEY. The generator is built on first use (and anew after a fork)."""
+    global _GENERATOR
+    generator = _GENERATOR
+    if generator is None:
+        generator = _GENERATOR = MessageIdGenerator()
+    return generator.next_id()

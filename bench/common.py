@@ -1,0 +1,78 @@
+"""Shared benchmark plumbing: a broker to measure against, topics, and a result table."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from adapter import broker
+
+
+def _free_port() -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if broker._port_is_free(port + 1):
+            return port
+    raise RuntimeError("no free port")
+
+
+@contextlib.contextmanager
+def kafka() -> Iterator[str]:
+    """``KAFKA_BOOTSTRAP`` if set, else a local broker process stopped afterwards."""
+    existing = os.environ.get("KAFKA_BOOTSTRAP")
+    if existing:
+        yield existing
+        return
+    data_dir = Path(tempfile.mkdtemp(prefix="rmq-bench-"))
+    address = broker.start(broker.BrokerConfig(data_dir, port=_free_port()))
+    try:
+        yield address
+    finally:
+        broker.stop(data_dir)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def new_topic(bootstrap: str, partitions: int = 4, prefix: str = "Bench") -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=30)
+    return name
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+def machine() -> str:
+    return f"{platform.node()} | {os.cpu_count()} cores | Python {platform.python_version()}"
+
+
+class Table:
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.rows: list[tuple[str, ...]] = []
+
+    def add(self, *cells: object) -> None:
+        self.rows.append(tuple(str(c) for c in cells))
+
+    def print(self, header: tuple[str, ...]) -> None:
+        widths = [max(len(r[i]) for r in [header, *self.rows]) for i in range(len(header))]
+        print(f"\n{self.title}  ({time.strftime('%Y-%m-%d')}, {machine()})")
+        print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |")
+        print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        for row in self.rows:
+            print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
