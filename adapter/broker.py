@@ -115,6 +115,17 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+def free_port_pair() -> int:
+    """A free port N on 127.0.0.1 whose neighbour N+1 (the controller port) is free too."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port < 65535 and _port_is_free(port + 1):
+            return port
+    raise BrokerError("no free pair of ports on 127.0.0.1")
+
+
 def _accepts(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):

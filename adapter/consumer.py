@@ -54,6 +54,7 @@ from confluent_kafka import Message as KafkaMessage
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from adapter import naming
+from adapter.client_settings import ClientSettings
 from adapter.config import ConsumerConfig, KafkaSettings, MessageModel
 from adapter.exceptions import AdapterError, PushConsumerStartFailed
 from adapter.message import ReceivedMessage
@@ -132,7 +133,7 @@ class ConsumerStats:
         self.dropped = 0
 
 
-class PushConsumer:
+class PushConsumer(ClientSettings):
     """Drop-in for ``rocketmq.client.PushConsumer``."""
 
     def __init__(
@@ -157,35 +158,12 @@ class PushConsumer:
     def set_message_model(self, model: MessageModel) -> None:
         self._model = MessageModel(model)
 
-    def set_group(self, group_id: str) -> None:
-        self._group = group_id
-
-    def set_name_server_address(self, addr: str) -> None:
-        """Kafka bootstrap servers (``host:port``, several separated by ``,`` or ``;``)."""
-        self._bootstrap = addr
-
-    def set_name_server_domain(self, domain: str) -> None:
-        log.warning("set_name_server_domain has no Kafka meaning and is ignored: %s", domain)
-
-    def set_session_credentials(self, access_key: str, access_secret: str, channel: str) -> None:
-        log.warning(
-            "set_session_credentials is ignored; configure Kafka security with "
-            "RMQ_ADAPTER_KAFKA_* settings (channel %s)",
-            channel,
-        )
-
     def set_thread_count(self, thread_count: int) -> None:
         self._thread_count = thread_count
 
     def set_message_batch_max_size(self, max_size: int) -> None:
         """Accepted for compatibility; callbacks always receive one message, as in 2.0."""
         self._batch_max_size = max_size
-
-    def set_instance_name(self, name: str) -> None:
-        self._instance_name = name
-
-    def set_message_trace(self, message_trace: bool) -> None:
-        log.debug("message trace is not supported; ignored (%s)", message_trace)
 
     def subscribe(self, topic: str, callback: MessageCallback, expression: str = "*") -> None:
         """Consume ``topic`` with ``callback``, keeping messages whose tag matches ``expression``.

@@ -17,7 +17,6 @@ import socket
 import time
 from datetime import UTC, datetime
 
-
 _HEX2 = tuple(f"{i:02X}" for i in range(256))
 
 

@@ -32,6 +32,7 @@ from confluent_kafka import Message as KafkaMessage
 from confluent_kafka import Producer as KafkaProducer
 
 from adapter import naming
+from adapter.client_settings import ClientSettings
 from adapter.config import KafkaSettings, ProducerConfig
 from adapter.exceptions import (
     AdapterError,
@@ -84,7 +85,7 @@ class _Delivery:
         self.done = True
 
 
-class Producer:
+class Producer(ClientSettings):
     """Drop-in for ``rocketmq.client.Producer``; Kafka bootstrap servers stand for name servers."""
 
     def __init__(
@@ -111,26 +112,6 @@ class Producer:
 
     # -- settings ---------------------------------------------------------------------------
 
-    def set_group(self, group_name: str) -> None:
-        self._group = group_name
-
-    def set_instance_name(self, name: str) -> None:
-        self._instance_name = name
-
-    def set_name_server_address(self, addr: str) -> None:
-        """Kafka bootstrap servers (``host:port``, several separated by ``,`` or ``;``)."""
-        self._bootstrap = addr
-
-    def set_name_server_domain(self, domain: str) -> None:
-        log.warning("set_name_server_domain has no Kafka meaning and is ignored: %s", domain)
-
-    def set_session_credentials(self, access_key: str, access_secret: str, channel: str) -> None:
-        log.warning(
-            "set_session_credentials is ignored; configure Kafka security with "
-            "RMQ_ADAPTER_KAFKA_* settings (channel %s)",
-            channel,
-        )
-
     def set_timeout(self, timeout: int) -> None:
         """Send timeout in milliseconds (RocketMQ's sendMsgTimeout, default 3000)."""
         self._timeout_ms = timeout
@@ -142,9 +123,6 @@ class Producer:
     def set_max_message_size(self, max_size: int) -> None:
         """Largest body accepted, in bytes (default 4 MiB)."""
         self._max_message_size = max_size
-
-    def set_message_trace(self, message_trace: bool) -> None:
-        log.debug("message trace is not supported; ignored (%s)", message_trace)
 
     # -- lifecycle --------------------------------------------------------------------------
 

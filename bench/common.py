@@ -6,7 +6,6 @@ import contextlib
 import os
 import platform
 import shutil
-import socket
 import tempfile
 import time
 import uuid
@@ -19,16 +18,6 @@ from confluent_kafka.cimpl import NewTopic
 from adapter import broker
 
 
-def _free_port() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if broker._port_is_free(port + 1):
-            return port
-    raise RuntimeError("no free port")
-
-
 @contextlib.contextmanager
 def kafka() -> Iterator[str]:
     """``KAFKA_BOOTSTRAP`` if set, else a local broker process stopped afterwards."""
@@ -37,7 +26,7 @@ def kafka() -> Iterator[str]:
         yield existing
         return
     data_dir = Path(tempfile.mkdtemp(prefix="rmq-bench-"))
-    address = broker.start(broker.BrokerConfig(data_dir, port=_free_port()))
+    address = broker.start(broker.BrokerConfig(data_dir, port=broker.free_port_pair()))
     try:
         yield address
     finally:

@@ -9,7 +9,6 @@ fulfilment consumer processes each order's events in order.
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -23,16 +22,6 @@ from adapter.client import ConsumeStatus, Message, MessageModel, Producer, PushC
 
 ORDERS = 20
 STEPS = ("Created", "Paid", "Shipped")
-
-
-def free_port() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if broker._port_is_free(port + 1):
-            return port
-    raise RuntimeError("no free port")
 
 
 def wait_for(predicate, timeout: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
@@ -143,7 +132,7 @@ def run(bootstrap: str) -> None:
 def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="rmq-demo-"))
     print("starting a local Kafka broker (KRaft, official jars)...", flush=True)
-    address = broker.start(broker.BrokerConfig(data_dir, port=free_port()))
+    address = broker.start(broker.BrokerConfig(data_dir, port=broker.free_port_pair()))
     try:
         topics.init_topics(address, topics.system_layout())
         run(address)

@@ -10,7 +10,6 @@ The fixture says which path it took in one line of the test output.
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,16 +25,6 @@ from adapter.client import Message, MessageModel, Producer, PushConsumer, SendRe
 pytestmark = pytest.mark.kafka
 
 
-def _free_port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-        if port < 65000 and local_broker._port_is_free(port + 1):
-            return port
-    raise RuntimeError("no free port pair on 127.0.0.1")
-
-
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     existing = os.environ.get("KAFKA_BOOTSTRAP")
@@ -46,7 +35,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get("RMQ_TEST_KAFKA") == "testcontainers":
         raise RuntimeError("the testcontainers path is not wired in yet; unset RMQ_TEST_KAFKA")
     data_dir = Path(tmp_path_factory.mktemp("kafka"))
-    config = local_broker.BrokerConfig(data_dir, port=_free_port_pair())
+    config = local_broker.BrokerConfig(data_dir, port=local_broker.free_port_pair())
     address = local_broker.start(config)
     print(f"\n[kafka] started a local broker process at {address} (data in {data_dir})")
     try:
