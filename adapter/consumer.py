@@ -31,7 +31,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -66,7 +65,6 @@ log = logging.getLogger(__name__)
 _POLL_BATCH = 500
 _POLL_TIMEOUT_S = 0.1
 _SHUTDOWN_WAIT_S = 30.0
-_MIN_CHUNK = 16
 _REVOKE_WAIT_S = 10.0
 
 
@@ -87,13 +85,18 @@ class Subscription:
 
 
 class _Lane:
-    """One assigned partition: its in-flight offsets and, for orderly mode, its backlog."""
+    """One assigned partition: its in-flight offsets and, for orderly mode, its backlog.
+
+    Callback threads only append finished offsets to ``finished`` (a thread-safe deque);
+    the poll thread alone moves them into ``offsets``, so the tracker needs no lock.
+    """
 
     __slots__ = (
         "topic",
         "partition",
         "subscription",
         "offsets",
+        "finished",
         "lock",
         "idle",
         "running",
@@ -108,6 +111,7 @@ class _Lane:
         self.partition = partition
         self.subscription = subscription
         self.offsets = PartitionOffsets()
+        self.finished: deque[int] = deque()
         self.lock = threading.Lock()
         self.idle = threading.Condition(self.lock)
         self.running = 0
@@ -116,9 +120,11 @@ class _Lane:
         self.backlog: deque[list[KafkaMessage]] = deque()
         self.busy = False
 
-    def ack(self, offset: int) -> None:
-        with self.lock:
-            self.offsets.ack(offset)
+    def settle(self) -> None:
+        """Move finished offsets into the tracker (poll thread only)."""
+        finished, ack = self.finished, self.offsets.ack
+        while finished:
+            ack(finished.popleft())
 
 
 class ConsumerStats:
@@ -389,15 +395,17 @@ class _ConsumeLoop:
             lane = self._lanes.get(key)
             if lane is None:  # not ours any more (revoked during this poll)
                 continue
-            with lane.lock:
-                for record in batch:
-                    lane.offsets.track(record.offset())  # type: ignore[arg-type]
+            track = lane.offsets.track
+            for record in batch:
+                track(record.offset())  # type: ignore[arg-type]
             if self._config.orderly:
                 self._enqueue_orderly(lane, batch)
             else:
-                size = max(_MIN_CHUNK, math.ceil(len(batch) / self._config.thread_count))
-                for i in range(0, len(batch), size):
-                    self._pool.submit(self._run_chunk, lane, batch[i : i + size])
+                # Idle threads take the queue's messages one at a time, so a slow message
+                # holds up only the thread running it.
+                work = deque(batch)
+                for _ in range(min(self._config.thread_count, len(batch))):
+                    self._pool.submit(self._drain, lane, work)
 
     def _on_record_error(self, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
@@ -411,6 +419,7 @@ class _ConsumeLoop:
         limit = self._config.max_in_flight_per_queue
         to_pause, to_resume = [], []
         for lane in self._lanes.values():
+            lane.settle()
             in_flight = lane.offsets.in_flight
             if not lane.paused and in_flight >= limit:
                 lane.paused = True
@@ -474,32 +483,30 @@ class _ConsumeLoop:
             lane.running += 1
             return True
 
-    def _end(self, lane: _Lane, finished: list[int]) -> None:
+    def _end(self, lane: _Lane) -> None:
         with lane.lock:
             lane.running -= 1
-            ack = lane.offsets.ack
-            for offset in finished:
-                ack(offset)
             if lane.running == 0:
                 lane.idle.notify_all()
 
-    def _run_chunk(self, lane: _Lane, records: list[KafkaMessage]) -> None:
-        """Consume a chunk of one queue; offsets are acknowledged together at the end."""
+    def _drain(self, lane: _Lane, work: deque[KafkaMessage]) -> None:
+        """Consume messages of one queue from ``work`` until it is empty."""
         if not self._begin(lane):
             return
-        finished: list[int] = []
         stopping = self._stopping
         try:
-            for record in records:
-                if lane.revoked or stopping.is_set():
-                    break  # left uncommitted: the next owner consumes it
+            while not (lane.revoked or stopping.is_set()):
+                try:
+                    record = work.popleft()
+                except IndexError:
+                    return
                 message = self._received(lane, record)
                 if self._consume(lane, message):
-                    finished.append(message.queue_offset)
+                    lane.finished.append(message.queue_offset)
                 else:
                     self._after_failure(lane, record, message)
         finally:
-            self._end(lane, finished)
+            self._end(lane)
 
     def _after_failure(self, lane: _Lane, record: KafkaMessage, message: ReceivedMessage) -> None:
         if self._broadcasting:
@@ -511,7 +518,7 @@ class _ConsumeLoop:
                 lane.partition,
                 message.queue_offset,
             )
-            lane.ack(record.offset())  # type: ignore[arg-type]
+            lane.finished.append(message.queue_offset)
             return
         due = time.monotonic() + self._config.local_retry_ms / 1000.0
         with self._retry_lock:
@@ -534,14 +541,13 @@ class _ConsumeLoop:
     def _retry_one(self, lane: _Lane, record: KafkaMessage, message: ReceivedMessage) -> None:
         if not self._begin(lane):
             return
-        finished: list[int] = []
         try:
             if self._consume(lane, message):
-                finished.append(message.queue_offset)
+                lane.finished.append(message.queue_offset)
             else:
                 self._after_failure(lane, record, message)
         finally:
-            self._end(lane, finished)
+            self._end(lane)
 
     def _enqueue_orderly(self, lane: _Lane, batch: list[KafkaMessage]) -> None:
         with lane.lock:
@@ -564,7 +570,7 @@ class _ConsumeLoop:
                     with lane.lock:
                         lane.busy = False
                     return
-                finished: list[int] = []
+                consumed = False
                 try:
                     message = self._received(lane, record)
                     while not self._consume(lane, message):
@@ -572,10 +578,11 @@ class _ConsumeLoop:
                             break
                         message._count_local_retry()
                     else:
-                        finished.append(message.queue_offset)
+                        consumed = True
+                        lane.finished.append(message.queue_offset)
                 finally:
-                    self._end(lane, finished)
-                if not finished:
+                    self._end(lane)
+                if not consumed:
                     with lane.lock:
                         lane.busy = False
                     return
@@ -585,8 +592,8 @@ class _ConsumeLoop:
     def _commit(self, lanes: list[_Lane], *, synchronous: bool) -> None:
         offsets = []
         for lane in lanes:
-            with lane.lock:
-                position = lane.offsets.take_commit()
+            lane.settle()
+            position = lane.offsets.take_commit()
             if position is not None:
                 offsets.append(TopicPartition(lane.topic, lane.partition, position))
         if not offsets:
