@@ -1,0 +1,104 @@
+"""``rmq-adapter broker`` and ``rmq-adapter topics init`` as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapter import broker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
+
+CLI = [sys.executable, "-m", "adapter.cli"]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=150, env=env, check=False
+    )
+
+
+def test_topics_init_creates_the_layout_once_and_then_reports_it_unchanged(
+    kafka_bootstrap: str,
+) -> None:
+    first = run("topics", "init", "--bootstrap", kafka_bootstrap)
+    assert first.returncode == 0, first.stderr
+    second = run("topics", "init", "--bootstrap", kafka_bootstrap)
+    assert second.returncode == 0, second.stderr
+    assert "created" not in second.stdout
+    assert "ok       SCHEDULE_TOPIC_XXXX (18 partitions)" in second.stdout
+    assert "ok       RMQ_SYS_TRANS_HALF_TOPIC (8 partitions)" in second.stdout
+
+
+def test_topics_init_refuses_a_layout_that_breaks_the_rules_and_says_why(
+    kafka_bootstrap: str,
+) -> None:
+    assert run("topics", "init", "--bootstrap", kafka_bootstrap).returncode == 0
+    refused = run("topics", "init", "--bootstrap", kafka_bootstrap, "--half-partitions", "3")
+    assert refused.returncode == 1
+    assert "refusing to initialise the topics" in refused.stderr
+    assert "RMQ_SYS_TRANS_HALF_TOPIC has 8 partitions, expected 3" in refused.stderr
+    levels = run("topics", "init", "--bootstrap", kafka_bootstrap, "--delay-levels", "1s 5s")
+    assert levels.returncode == 1
+    assert "SCHEDULE_TOPIC_XXXX has 18 partitions, expected 2" in levels.stderr
+
+
+def test_a_bad_delay_level_string_is_a_clear_error(kafka_bootstrap: str) -> None:
+    bad = run("topics", "init", "--bootstrap", kafka_bootstrap, "--delay-levels", "1s 5x")
+    assert bad.returncode == 1
+    assert "messageDelayLevel entry 2 is '5x'" in bad.stderr
+
+
+def test_broker_start_refuses_a_taken_port(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run("broker", "start", "--data-dir", str(tmp_path), "--port", str(port))
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 is taken" in result.stderr
+
+
+def test_broker_start_says_so_when_java_is_missing(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "empty-bin"
+    bin_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(bin_dir)
+    assert shutil.which("java", path=env["PATH"]) is None
+    result = run(
+        "broker",
+        "start",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--port",
+        str(broker.free_port_pair()),
+        env=env,
+    )
+    assert result.returncode == 1
+    assert "Java is missing" in result.stderr
+
+
+def test_a_broker_starts_prints_its_address_and_stops_by_its_pid(tmp_path: Path) -> None:
+    port = broker.free_port_pair()
+    started = run("broker", "start", "--data-dir", str(tmp_path), "--port", str(port))
+    try:
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.strip() == f"127.0.0.1:{port}"
+        pid = broker.read_pid(tmp_path)
+        assert pid is not None
+        assert broker._alive(pid)
+        again = run("broker", "start", "--data-dir", str(tmp_path), "--port", str(port))
+        assert again.returncode == 1
+        assert "already runs" in again.stderr
+    finally:
+        stopped = run("broker", "stop", "--data-dir", str(tmp_path))
+    assert stopped.returncode == 0
+    assert "stopped the broker" in stopped.stdout
+    assert not broker._alive(pid)
+    assert broker._port_is_free(port)
