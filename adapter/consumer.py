@@ -267,15 +267,20 @@ class _ConsumeLoop:
         self._last_commit = time.monotonic()
 
     def start(self) -> None:
-        if self._broadcasting:
-            self._assign_everything()
-        else:
-            self._client.subscribe(
-                list(self._subs),
-                on_assign=self._on_assign,
-                on_revoke=self._on_revoke,
-                on_lost=self._on_lost,
-            )
+        try:
+            if self._broadcasting:
+                self._assign_everything()
+            else:
+                self._client.subscribe(
+                    list(self._subs),
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_lost,
+                )
+        except BaseException:
+            self._client.close()
+            self._pool.shutdown(wait=False)
+            raise
         self._thread.start()
 
     def stop(self) -> None:
