@@ -102,6 +102,7 @@ def kafka_topic(topic: str) -> str:
     return encoded
 
 
+@lru_cache(maxsize=4096)
 def sendable_kafka_topic(topic: str) -> str:
     """Like :func:`kafka_topic`, and refuses the system topics, as RocketMQ's producer does."""
     if topic in SYSTEM_TOPICS:

@@ -106,7 +106,6 @@ class Producer(ClientSettings):
         self._config: ProducerConfig | None = None
         self._client: KafkaProducer | None = None
         self._partitions: dict[str, tuple[float, int]] = {}
-        self._topics: dict[str, str] = {}
         self._lock = threading.Lock()
         self.oneway_failures = 0
 
@@ -180,7 +179,7 @@ class Producer(ClientSettings):
     def send_orderly_with_sharding_key(self, msg: Message, sharding_key: str) -> SendResult:
         client = self._require_client(ProducerSendOrderlyFailed)
         try:
-            topic = self._topics.get(msg.topic) or self._validate_topic(msg.topic)
+            topic = naming.sendable_kafka_topic(msg.topic)
             queue = queue_for_sharding_key(sharding_key, self._queue_count(client, topic))
         except (AdapterError, KafkaException) as exc:
             raise ProducerSendOrderlyFailed(str(exc)) from exc
@@ -235,7 +234,7 @@ class Producer(ClientSettings):
             raise error(f"producer {self._group!r} is not started; call start() first")
         body = msg.body
         try:
-            topic = self._topics.get(msg.topic) or self._validate_topic(msg.topic)
+            topic = naming.sendable_kafka_topic(msg.topic)
             if len(body) > config.max_message_size:
                 raise MessageTooLargeError(
                     f"the message body size over max value, MAX: {config.max_message_size}, "
@@ -253,11 +252,6 @@ class Producer(ClientSettings):
         except AdapterError as exc:
             raise error(str(exc)) from exc
         return topic, body
-
-    def _validate_topic(self, topic: str) -> str:
-        kafka_topic = naming.sendable_kafka_topic(topic)
-        self._topics[topic] = kafka_topic
-        return kafka_topic
 
     def _send_and_wait(
         self,
