@@ -8,20 +8,28 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 JARS_STAMP := infra/.jars/kafka/.pom.sha256
 PYTEST_ARGS ?=
+# The suite runs its Kafka through testcontainers on podman (infra/with-podman.sh starts and
+# stops podman's API service and builds the images). RMQ_TEST_KAFKA=process (a local broker
+# process) or KAFKA_BOOTSTRAP (an existing cluster) run it without containers.
+ifeq ($(or $(KAFKA_BOOTSTRAP),$(filter process,$(RMQ_TEST_KAFKA))),)
+WITH_KAFKA := infra/with-podman.sh
+else
+WITH_KAFKA :=
+endif
 
-.PHONY: demo test unit integration lint bench jars install system-deps clean
+.PHONY: demo test unit integration lint bench jars images install system-deps clean
 
 demo: install jars
 	$(PY) -m demo
 
 test: install jars lint
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(WITH_KAFKA) $(PY) -m pytest tests $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 integration: install jars
-	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+	$(WITH_KAFKA) $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check adapter tests bench demo
@@ -40,6 +48,10 @@ $(STAMP): pyproject.toml | system-deps
 
 jars: $(JARS_STAMP)
 
+# The Kafka and worker images of the integration suite (podman; CONTAINER_ENGINE=docker works).
+images: jars
+	infra/images.sh
+
 $(JARS_STAMP): infra/pom.xml infra/fetch-jars.sh | system-deps
 	infra/fetch-jars.sh
 
@@ -51,4 +63,4 @@ system-deps:
 	@$(PYTHON) -c 'import venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; }
 
 clean:
-	rm -rf $(VENV) infra/.jars .demo bench/.out
+	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out

@@ -77,32 +77,42 @@ class BrokerConfig:
     def controller(self) -> int:
         return self.controller_port or self.port + 1
 
-    def server_properties(self) -> str:
-        logs = (self.data_dir / "logs").resolve()
-        settings = {
-            "process.roles": "broker,controller",
+    def settings(self) -> dict[str, str]:
+        """The server properties of this node: its listeners and data, then the shared ones."""
+        return {
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(logs),
-            "num.partitions": "4",
-            "auto.create.topics.enable": "true",
-            "offsets.topic.replication.factor": "1",
-            "offsets.topic.num.partitions": "8",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
-            "transaction.state.log.num.partitions": "8",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0",
-            "message.max.bytes": str(5 * 1024 * 1024),
-            "log.retention.hours": "72",
+            "log.dirs": str((self.data_dir / "logs").resolve()),
+            **SINGLE_NODE_SETTINGS,
         }
-        return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+    def server_properties(self) -> str:
+        return "".join(f"{key}={value}\n" for key, value in self.settings().items())
+
+
+# Everything but the node's addresses and data directory: one combined broker/controller
+# whose internal topics have replication factor 1, with RocketMQ's developer defaults.
+# The container images used by the tests are configured from the same mapping.
+SINGLE_NODE_SETTINGS: dict[str, str] = {
+    "process.roles": "broker,controller",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "num.partitions": "4",
+    "auto.create.topics.enable": "true",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "8",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "8",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "message.max.bytes": str(5 * 1024 * 1024),
+    "log.retention.hours": "72",
+}
 
 
 def _port_is_free(port: int) -> bool:
@@ -242,7 +252,7 @@ def start(config: BrokerConfig) -> str:
                 f"the broker exited with code {process.returncode} while starting; "
                 f"last lines of {log_path}:\n{_tail(log_path)}"
             )
-        if _accepts(config.port) and _ready(config.bootstrap):
+        if _accepts(config.port) and is_ready(config.bootstrap):
             return config.bootstrap
         time.sleep(0.25)
     _kill(process.pid, timeout_s=10)
@@ -253,7 +263,7 @@ def start(config: BrokerConfig) -> str:
     )
 
 
-def _ready(bootstrap: str) -> bool:
+def is_ready(bootstrap: str) -> bool:
     """The broker answers metadata requests (it has registered with its controller)."""
     from confluent_kafka.admin import AdminClient
 

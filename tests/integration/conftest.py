@@ -1,47 +1,61 @@
-"""Real Kafka for the integration tests, found in the order of DESIGN.md section 7.
+"""Real Kafka for the integration tests (see ``tests/brokers.py`` for how it is found).
 
-1. ``KAFKA_BOOTSTRAP``: an existing cluster.
-2. testcontainers, when ``RMQ_TEST_KAFKA=testcontainers`` (its own issue wires podman in).
-3. A local broker process from the pinned jars (``adapter.broker``), on a free port.
-
-The fixture says which path it took in one line of the test output.
+The session broker is shared by every test; ``own_kafka`` starts a broker for one module, for
+tests that inject faults into it. Each fixture says which path it took in one line of output.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapter import broker as local_broker
 from adapter import naming
 from adapter.client import Message, MessageModel, Producer, PushConsumer, SendResult
+from tests.brokers import Broker, start_broker
 
 pytestmark = pytest.mark.kafka
 
 
+def announce(config: pytest.Config, line: str) -> None:
+    """One line in the test output, whether or not pytest captures it."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(line, flush=True)
+
+
 @pytest.fixture(scope="session")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    existing = os.environ.get("KAFKA_BOOTSTRAP")
-    if existing:
-        print(f"\n[kafka] using the existing cluster at {existing} (KAFKA_BOOTSTRAP)")
-        yield existing
-        return
-    if os.environ.get("RMQ_TEST_KAFKA") == "testcontainers":
-        raise RuntimeError("the testcontainers path is not wired in yet; unset RMQ_TEST_KAFKA")
-    data_dir = Path(tmp_path_factory.mktemp("kafka"))
-    config = local_broker.BrokerConfig(data_dir, port=local_broker.free_port_pair())
-    address = local_broker.start(config)
-    print(f"\n[kafka] started a local broker process at {address} (data in {data_dir})")
+def kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Broker]:
+    broker = start_broker(tmp_path_factory.mktemp("kafka"))
+    announce(request.config, f"\n[kafka] {broker.description}")
     try:
-        yield address
+        yield broker
     finally:
-        local_broker.stop(data_dir)
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka: Broker) -> str:
+    return kafka.bootstrap
+
+
+@pytest.fixture(scope="module")
+def own_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Broker]:
+    """A broker of the module's own, to pause and restart without disturbing other tests."""
+    broker = start_broker(tmp_path_factory.mktemp("own-kafka"))
+    announce(request.config, f"\n[kafka] for fault injection: {broker.description}")
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")
@@ -84,9 +98,11 @@ def make_producer(kafka_bootstrap: str) -> Iterator[Callable[..., Producer]]:
     """Factory: a started ``Producer`` on the test broker, shut down after the test."""
     producers: list[Producer] = []
 
-    def make(group: str | None = None, **kwargs: object) -> Producer:
+    def make(
+        group: str | None = None, *, bootstrap: str | None = None, **kwargs: object
+    ) -> Producer:
         producer = Producer(group or unique("PID"), **kwargs)  # type: ignore[arg-type]
-        producer.set_name_server_address(kafka_bootstrap)
+        producer.set_name_server_address(bootstrap or kafka_bootstrap)
         producer.start()
         producers.append(producer)
         return producer
@@ -111,9 +127,10 @@ def make_consumer(kafka_bootstrap: str) -> Iterator[Callable[..., PushConsumer]]
         model: MessageModel = MessageModel.CLUSTERING,
         threads: int | None = None,
         instance: str | None = None,
+        bootstrap: str | None = None,
     ) -> PushConsumer:
         consumer = PushConsumer(group, orderly=orderly, message_model=model)
-        consumer.set_name_server_address(kafka_bootstrap)
+        consumer.set_name_server_address(bootstrap or kafka_bootstrap)
         if threads is not None:
             consumer.set_thread_count(threads)
         if instance is not None:

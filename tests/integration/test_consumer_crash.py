@@ -1,11 +1,7 @@
-"""No loss across a consumer killed with SIGKILL mid-stream."""
+"""No loss across a consumer killed with SIGKILL mid-stream, as a process or in a container."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,41 +9,18 @@ import pytest
 
 from adapter.client import Message
 from tests.support import wait_until
+from tests.workers import start_worker, worker_kinds
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def start_consumer(
-    bootstrap: str, group: str, topic: str, out: Path, delay: float
-) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.procs.consume_to_file",
-            bootstrap,
-            group,
-            topic,
-            str(out),
-            str(delay),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline().strip() == "started"
-    return process
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 
 def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+@pytest.mark.parametrize("kind", worker_kinds())
 def test_a_consumer_killed_mid_stream_loses_nothing_after_a_restart(
-    kafka_bootstrap: str, make_producer, new_topic, new_group, tmp_path: Path
+    kind: str, kafka_bootstrap: str, make_producer, new_topic, new_group, tmp_path: Path
 ) -> None:
     topic = new_topic(partitions=4)
     group = new_group()
@@ -60,21 +33,30 @@ def test_a_consumer_killed_mid_stream_loses_nothing_after_a_restart(
     assert producer.flush() == 0
 
     out = tmp_path / "consumed.txt"
-    first = start_consumer(kafka_bootstrap, group, topic, out, delay=0.01)
+
+    def consumer(delay: float):
+        worker = start_worker(
+            kind,
+            "tests.procs.consume_to_file",
+            *(kafka_bootstrap, group, topic, str(out), str(delay)),
+            mounts=(tmp_path,),
+        )
+        worker.wait_for_output("started")
+        return worker
+
+    first = consumer(delay=0.01)
     try:
         wait_until(lambda: len(lines(out)) >= 100, timeout=60, what="100 consumed before the kill")
     finally:
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(10)
+        first.kill()
     consumed_before_kill = len(lines(out))
     assert consumed_before_kill < len(expected), "the kill came mid-stream"
 
-    second = start_consumer(kafka_bootstrap, group, topic, out, delay=0.0)
+    second = consumer(delay=0.0)
     try:
         wait_until(lambda: set(lines(out)) >= set(expected), timeout=90, what="every message")
     finally:
-        second.send_signal(signal.SIGTERM)
-        second.wait(30)
+        assert second.terminate() == 0, "the restarted consumer stops cleanly on SIGTERM"
 
     counts = Counter(lines(out))
     assert set(counts) == set(expected), "no message was lost and none invented"

@@ -1,0 +1,118 @@
+"""Adapter workers (or test helper programs) run as a process or in a container, to be killed.
+
+``start_worker(kind, module, *args)`` runs ``python -m module args`` either as a child process
+or in the worker image built by ``infra/images.sh`` (the checkout mounted read-only at /app, on
+the host network so it reaches the broker at the same address). Paths under the test's tmp
+directory are mounted at the same path, so both kinds read and write the same files.
+
+Fault injection: ``kill()`` sends SIGKILL (to the process, or to the container's main process),
+``terminate()`` sends SIGTERM for a clean stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Protocol
+
+from tests.brokers import ROOT, TEST_LABEL, built_image, chosen_path
+
+
+class Worker(Protocol):
+    def wait_for_output(self, line: str, timeout: float = 60.0) -> None: ...
+    def kill(self) -> None: ...
+    def terminate(self, timeout: float = 30.0) -> int: ...
+
+
+def worker_kinds() -> list[str]:
+    """Where workers can run on this machine: always a process, a container with an engine."""
+    return ["process", "container"] if chosen_path() == "testcontainers" else ["process"]
+
+
+class ProcessWorker:
+    def __init__(self, module: str, *args: str) -> None:
+        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
+            [sys.executable, "-m", module, *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait_for_output(self, line: str, timeout: float = 60.0) -> None:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.process.stdout.readline()
+            if got.strip() == line:
+                return
+            if not got and self.process.poll() is not None:
+                raise AssertionError(f"the worker exited with {self.process.returncode}")
+        raise AssertionError(f"the worker did not print {line!r} within {timeout} s")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+
+class ContainerWorker:
+    def __init__(self, module: str, *args: str, mounts: tuple[Path, ...] = ()) -> None:
+        from testcontainers.core.container import DockerContainer
+
+        image = built_image("rmq-worker")
+        assert image, "no worker image: run infra/images.sh (make test does)"
+        self.container = (
+            DockerContainer(image)
+            .with_command(["python", "-m", module, *args])
+            .with_volume_mapping(str(ROOT), "/app", "ro")
+            .with_kwargs(network_mode="host", labels={TEST_LABEL: "worker"})
+        )
+        for path in mounts:
+            self.container.with_volume_mapping(str(path), str(path), "rw")
+        self.container.start()
+
+    def wait_for_output(self, line: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            stdout, _ = self.container.get_logs()
+            if line in stdout.decode(errors="replace").split("\n"):
+                return
+            wrapped = self.container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status == "exited":
+                raise AssertionError(f"the worker container exited: {self.container.get_logs()}")
+            time.sleep(0.2)
+        raise AssertionError(f"the worker container did not print {line!r} within {timeout} s")
+
+    def kill(self) -> None:
+        self.container.get_wrapped_container().kill(signal="SIGKILL")
+        self.container.get_wrapped_container().wait(timeout=30)
+        self.remove()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        wrapped = self.container.get_wrapped_container()
+        wrapped.kill(signal="SIGTERM")
+        status = int(wrapped.wait(timeout=timeout)["StatusCode"])
+        self.remove()
+        return status
+
+    def remove(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.get_wrapped_container().remove(force=True)
+
+
+def start_worker(
+    kind: str, module: str, *args: str, mounts: tuple[Path, ...] = ()
+) -> ProcessWorker | ContainerWorker:
+    if kind == "process":
+        return ProcessWorker(module, *args)
+    if kind == "container":
+        return ContainerWorker(module, *args, mounts=mounts)
+    raise ValueError(f"unknown worker kind {kind!r}")
