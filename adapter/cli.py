@@ -9,14 +9,21 @@ Known gaps: no ``mqadmin`` commands beyond those listed in the README.
 
 from __future__ import annotations
 
-import logging
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from adapter import broker as local_broker
-from adapter import naming, topics
+from adapter import logs, naming, topics
+from adapter.config import (
+    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    ForwarderConfig,
+    KafkaSettings,
+    default_worker_id,
+)
 from adapter.delay import DEFAULT_LEVELS, DelayLevels
 from adapter.exceptions import AdapterError
 
@@ -30,10 +37,7 @@ def _fail(exc: Exception) -> None:
 @click.option("--log-level", default="INFO", help="Python log level.")
 def main(log_level: str) -> None:
     """RocketMQ transactional and delayed messages on Apache Kafka."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',
-    )
+    logs.configure(log_level)
 
 
 @main.group()
@@ -102,6 +106,59 @@ def _existing_half_partitions(bootstrap: str) -> int:
     if info is not None and info.partitions:
         return len(info.partitions)
     return topics.DEFAULT_HALF_PARTITIONS
+
+
+@main.group()
+def worker() -> None:
+    """Adapter workers, in the foreground; SIGTERM (or Ctrl-C) stops them cleanly."""
+
+
+def _on_termination(stop: Callable[[], None]) -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop())
+
+
+@worker.command("schedule")
+@click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True)
+@click.option(
+    "--delay-levels",
+    envvar="RMQ_ADAPTER_DELAY_LEVELS",
+    default=DEFAULT_LEVELS,
+    help="RocketMQ messageDelayLevel; must match SCHEDULE_TOPIC_XXXX's partition count.",
+)
+@click.option(
+    "--worker-id",
+    envvar="RMQ_ADAPTER_WORKER_ID",
+    default=None,
+    help="Stable id of this worker (its transactional id); default: host name and PID.",
+)
+@click.option(
+    "--transaction-timeout-ms",
+    envvar="RMQ_ADAPTER_TRANSACTION_TIMEOUT_MS",
+    type=int,
+    default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+)
+@click.option("--metrics-port", envvar="RMQ_ADAPTER_METRICS_PORT", type=int, default=None)
+def worker_schedule(
+    bootstrap: str,
+    delay_levels: str,
+    worker_id: str | None,
+    transaction_timeout_ms: int,
+    metrics_port: int | None,
+) -> None:
+    """Forward delayed messages from SCHEDULE_TOPIC_XXXX to their real topics, exactly once."""
+    from adapter.schedule.forwarder import forwarder_main
+
+    try:
+        config = ForwarderConfig(
+            KafkaSettings.from_env(bootstrap),
+            levels=DelayLevels.parse(delay_levels),
+            worker_id=worker_id or default_worker_id(),
+            transaction_timeout_ms=transaction_timeout_ms,
+        )
+        forwarder_main(config, metrics_port, _on_termination)
+    except AdapterError as exc:
+        _fail(exc)
 
 
 if __name__ == "__main__":

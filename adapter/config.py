@@ -19,11 +19,13 @@ meaning here; their setters are accepted and ignored, with a warning.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from adapter.delay import DEFAULT_LEVELS, DelayLevels
 from adapter.exceptions import ConfigError
 
 ENV_PREFIX = "RMQ_ADAPTER_"
@@ -37,6 +39,7 @@ DEFAULT_SUSPEND_MS = 1000
 DEFAULT_LOCAL_RETRY_MS = 5000
 DEFAULT_MAX_IN_FLIGHT_PER_QUEUE = 1000
 DEFAULT_COMMIT_INTERVAL_MS = 1000
+DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
 class MessageModel(IntEnum):
@@ -92,6 +95,7 @@ class ProducerConfig:
     send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     compress_level: int | None = None
+    delay_levels: DelayLevels = field(default_factory=DelayLevels.parse)
 
     def __post_init__(self) -> None:
         if self.send_timeout_ms <= 0:
@@ -131,10 +135,17 @@ class ConsumerConfig:
     suspend_ms: int = DEFAULT_SUSPEND_MS
     local_retry_ms: int = DEFAULT_LOCAL_RETRY_MS
     commit_interval_ms: int = DEFAULT_COMMIT_INTERVAL_MS
+    max_reconsume_times: int = DEFAULT_MAX_RECONSUME_TIMES
+    send_back_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    delay_levels: DelayLevels = field(default_factory=DelayLevels.parse)
 
     def __post_init__(self) -> None:
         if self.thread_count <= 0:
             raise ConfigError(f"thread count must be positive, got {self.thread_count}")
+        if self.max_reconsume_times < 0:
+            raise ConfigError(
+                f"max reconsume times must be 0 or more, got {self.max_reconsume_times}"
+            )
         if self.batch_max_size <= 0:
             raise ConfigError(f"batch max size must be positive, got {self.batch_max_size}")
 
@@ -163,3 +174,91 @@ class ConsumerConfig:
             "fetch.wait.max.ms": 100,
         }
         return self.kafka.librdkafka(settings)
+
+    def send_back_producer(self) -> dict[str, Any]:
+        """The producer that sends failed messages back (to SCHEDULE or the dead-letter topic)."""
+        settings: dict[str, Any] = {
+            "client.id": f"{self.group}@{self.instance_name}-send-back",
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 2,
+            "message.timeout.ms": self.send_back_timeout_ms,
+            "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + 64 * 1024,
+        }
+        return self.kafka.librdkafka(settings)
+
+
+ENV_DELAY_LEVELS = ENV_PREFIX + "DELAY_LEVELS"
+DEFAULT_TRANSACTION_TIMEOUT_MS = 10_000
+
+
+def delay_levels_from_env(environ: Mapping[str, str] | None = None) -> DelayLevels:
+    """RocketMQ's ``messageDelayLevel`` from ``RMQ_ADAPTER_DELAY_LEVELS`` (default: 18 levels)."""
+    env = os.environ if environ is None else environ
+    return DelayLevels.parse(env.get(ENV_DELAY_LEVELS) or DEFAULT_LEVELS)
+
+
+def default_worker_id() -> str:
+    """Unique per process. Give a worker a stable ``--worker-id`` (e.g. a StatefulSet pod
+    name) so that its successor fences it and aborts its open transaction at once, instead of
+    waiting for the transaction timeout."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class ForwarderConfig:
+    """The schedule forwarder worker (``rmq-adapter worker schedule``)."""
+
+    kafka: KafkaSettings
+    levels: DelayLevels = field(default_factory=DelayLevels.parse)
+    worker_id: str = field(default_factory=default_worker_id)
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    max_batch: int = 5000
+    """Most records forwarded in one Kafka transaction."""
+    max_wait_ms: int = 500
+    """Longest a poll blocks while nothing is due, so stop() is noticed promptly."""
+
+    def __post_init__(self) -> None:
+        if self.transaction_timeout_ms < 1000:
+            raise ConfigError(
+                f"transaction timeout must be at least 1000 ms, got {self.transaction_timeout_ms}"
+            )
+        if self.max_batch <= 0:
+            raise ConfigError(f"max batch must be positive, got {self.max_batch}")
+        if not self.worker_id:
+            raise ConfigError("the worker id must not be empty")
+
+    @property
+    def transactional_id(self) -> str:
+        return f"rmq-adapter-schedule-{self.worker_id}"
+
+    def producer(self) -> dict[str, Any]:
+        return self.kafka.librdkafka(
+            {
+                "client.id": self.transactional_id,
+                "transactional.id": self.transactional_id,
+                "transaction.timeout.ms": self.transaction_timeout_ms,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + 64 * 1024,
+            }
+        )
+
+    def consumer(self, group: str) -> dict[str, Any]:
+        return self.kafka.librdkafka(
+            {
+                "group.id": group,
+                "client.id": self.transactional_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": False,
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 1000,
+                "fetch.wait.max.ms": 100,
+                "queued.max.messages.kbytes": 16384,
+            }
+        )

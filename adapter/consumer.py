@@ -14,16 +14,19 @@ consumer rules of RocketMQ's ``ConsumeMessageConcurrentlyService`` /
   message suspends its queue for 1000 ms (``suspendCurrentQueueTimeMillis``) and is retried
   in place, without skipping, as RocketMQ's orderly consumer does.
 - A callback that returns ``RECONSUME_LATER``, returns anything but ``CONSUME_SUCCESS`` or
-  raises, fails the message. Clustering: the message is consumed again locally after 5000 ms
-  with ``reconsume_times`` + 1 (RocketMQ's fallback when the send-back fails), and its offset
-  is not committed until it succeeds. Broadcasting: it is dropped with a warning, as RocketMQ
-  does.
+  raises, fails the message. Clustering: the message is sent back (:mod:`adapter.send_back`):
+  to ``%RETRY%<group>`` at level 3 + reconsume_times, or after ``max_reconsume_times`` (16) to
+  ``%DLQ%<group>``; its offset is committed only once the copy is acknowledged. If the
+  send-back fails, it is consumed again locally after 5000 ms with ``reconsume_times`` + 1
+  (RocketMQ's fallback). Clustering consumers also consume their retry topic, and the callback
+  of the original topic sees a retried message with that topic and its ``reconsume_times``.
+  Broadcasting: a failed message is dropped with a warning, as RocketMQ does.
 - A new group starts from the earliest retained message; a restarted one resumes from its
   committed offsets. ``shutdown()`` lets running callbacks finish and commits what finished.
 
-Known gaps: the retry topic, the dead-letter topic and ``max_reconsume_times`` arrive with the
-delay-level work; until then failures are retried locally without limit. Broadcasting picks
-up partitions added after ``start()`` only on restart.
+Known gaps: an orderly consumer retries a failed message in place without limit (RocketMQ's
+orderly default, ``Integer.MAX_VALUE`` reconsume times). Broadcasting picks up partitions
+added after ``start()`` only on restart.
 """
 
 from __future__ import annotations
@@ -50,14 +53,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka import Message as KafkaMessage
+from confluent_kafka.admin import AdminClient
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from adapter import naming
 from adapter.client_settings import ClientSettings
-from adapter.config import ConsumerConfig, KafkaSettings, MessageModel
+from adapter.config import ConsumerConfig, KafkaSettings, MessageModel, delay_levels_from_env
 from adapter.exceptions import AdapterError, PushConsumerStartFailed
 from adapter.message import ReceivedMessage
 from adapter.offsets import PartitionOffsets
+from adapter.send_back import SendBack
 from adapter.tags import TagFilter
 
 log = logging.getLogger(__name__)
@@ -130,9 +135,10 @@ class _Lane:
 class ConsumerStats:
     """Counters for tests, benchmarks and logs."""
 
-    __slots__ = ("consumed", "filtered", "failed", "dropped")
+    __slots__ = ("consumed", "filtered", "failed", "dropped", "sent_back")
 
     def __init__(self) -> None:
+        self.sent_back = 0
         self.consumed = 0
         self.filtered = 0
         self.failed = 0
@@ -155,6 +161,7 @@ class PushConsumer(ClientSettings):
         self._instance_name = "DEFAULT"
         self._thread_count: int | None = None
         self._batch_max_size = 1
+        self._max_reconsume_times: int | None = None
         self._subscriptions: dict[str, Subscription] = {}
         self._runner: _ConsumeLoop | None = None
         self.stats = ConsumerStats()
@@ -170,6 +177,10 @@ class PushConsumer(ClientSettings):
     def set_message_batch_max_size(self, max_size: int) -> None:
         """Accepted for compatibility; callbacks always receive one message, as in 2.0."""
         self._batch_max_size = max_size
+
+    def set_max_reconsume_times(self, times: int) -> None:
+        """Failed deliveries before a message goes to ``%DLQ%<group>`` (default 16)."""
+        self._max_reconsume_times = times
 
     def subscribe(self, topic: str, callback: MessageCallback, expression: str = "*") -> None:
         """Consume ``topic`` with ``callback``, keeping messages whose tag matches ``expression``.
@@ -196,6 +207,8 @@ class PushConsumer(ClientSettings):
             kwargs: dict[str, Any] = {}
             if self._thread_count is not None:
                 kwargs["thread_count"] = self._thread_count
+            if self._max_reconsume_times is not None:
+                kwargs["max_reconsume_times"] = self._max_reconsume_times
             config = ConsumerConfig(
                 KafkaSettings.from_env(self._bootstrap),
                 self._group,
@@ -203,6 +216,7 @@ class PushConsumer(ClientSettings):
                 orderly=self._orderly,
                 instance_name=self._instance_name,
                 batch_max_size=self._batch_max_size,
+                delay_levels=delay_levels_from_env(),
                 **kwargs,
             )
             runner = _ConsumeLoop(config, dict(self._subscriptions), self.stats)
@@ -264,10 +278,13 @@ class _ConsumeLoop:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"poll-{config.group}", daemon=True)
         self._broadcasting = config.message_model == MessageModel.BROADCASTING
+        self._send_back = None if self._broadcasting else SendBack(config)
         self._last_commit = time.monotonic()
 
     def start(self) -> None:
         try:
+            if self._send_back is not None:
+                self._subscribe_retry_topic(self._send_back)
             if self._broadcasting:
                 self._assign_everything()
             else:
@@ -286,6 +303,22 @@ class _ConsumeLoop:
     def stop(self) -> None:
         self._stopping.set()
         self._thread.join(_SHUTDOWN_WAIT_S + _REVOKE_WAIT_S + 10)
+
+    def _subscribe_retry_topic(self, send_back: SendBack) -> None:
+        """RocketMQ's clustering consumers consume ``%RETRY%<group>`` too, with ``*``."""
+        admin = AdminClient(self._config.kafka.librdkafka({}))
+        send_back.prepare(admin)
+        retry_topic = naming.retry_topic(self._config.group)
+        self._subs[send_back.retry_kafka_topic] = Subscription(
+            retry_topic, send_back.retry_kafka_topic, self._route_retry, TagFilter.parse("*")
+        )
+
+    def _route_retry(self, message: ReceivedMessage) -> Any:
+        """A retried message goes to the callback of its original topic."""
+        subscription = self._subs.get(naming.kafka_topic(message.topic))
+        if subscription is None or subscription.callback == self._route_retry:
+            subscription = next(s for s in self._subs.values() if s.callback != self._route_retry)
+        return subscription.callback(message)
 
     def assigned(self) -> list[tuple[str, int]]:
         return sorted((naming.decode(topic), part) for topic, part in list(self._lanes))
@@ -525,6 +558,10 @@ class _ConsumeLoop:
             )
             lane.finished.append(message.queue_offset)
             return
+        if self._send_back is not None and self._send_back.send(message):
+            self._stats.sent_back += 1
+            lane.finished.append(message.queue_offset)
+            return
         due = time.monotonic() + self._config.local_retry_ms / 1000.0
         with self._retry_lock:
             heapq.heappush(self._retries, (due, next(self._retry_seq), lane, record, message))
@@ -625,6 +662,8 @@ class _ConsumeLoop:
         except (KafkaException, RuntimeError) as exc:
             log.warning("consumer %s close failed: %s", self._config.group, exc)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._send_back is not None:
+            self._send_back.close()
 
 
 def _describe(partitions: list[TopicPartition]) -> str:

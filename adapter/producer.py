@@ -15,7 +15,9 @@ Reproduces ``rocketmq.client.Producer`` of rocketmq-client-python 2.0:
 
 Known gaps: queues are Kafka partitions, so a topic's queue count is its partition count.
 A normal send spreads messages with librdkafka's sticky partitioner rather than RocketMQ's
-strict round-robin. Delay levels and transactions are handled by their own modules.
+strict round-robin. A message with a delay level (``set_delay_time_level(n)``, n > 0, clamped
+to the highest level) is written to ``SCHEDULE_TOPIC_XXXX`` partition n - 1 as a
+``ScheduledMessage``, as RocketMQ's broker parks it; the schedule forwarder delivers it.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaMessage
 from confluent_kafka import Producer as KafkaProducer
 
-from adapter import naming
+from adapter import codec, naming
+from adapter import properties as prop
 from adapter.client_settings import ClientSettings
-from adapter.config import KafkaSettings, ProducerConfig
+from adapter.config import KafkaSettings, ProducerConfig, delay_levels_from_env
 from adapter.exceptions import (
     AdapterError,
     InvalidMessageError,
@@ -43,14 +46,17 @@ from adapter.exceptions import (
     ProducerSendOrderlyFailed,
     ProducerSendSyncFailed,
     ProducerStartFailed,
+    TopicLayoutError,
 )
-from adapter.message import Message
+from adapter.message import Headers, Message
 from adapter.msgid import new_message_id
 from adapter.routing import queue_for_sharding_key
+from adapter.schedule.envelope import scheduled
 
 log = logging.getLogger(__name__)
 
 _METADATA_TTL_S = 30.0
+_SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 
 
 class SendStatus(IntEnum):
@@ -138,6 +144,7 @@ class Producer(ClientSettings):
             KafkaSettings.from_env(self._bootstrap),
             self._group,
             self._instance_name,
+            delay_levels=delay_levels_from_env(),
             **kwargs,
         )
 
@@ -188,11 +195,24 @@ class Producer(ClientSettings):
     def send_oneway(self, msg: Message) -> None:
         client = self._require_client(ProducerSendOnewayFailed)
         topic, value = self._checked(msg, ProducerSendOnewayFailed)
-        headers = msg.headers(new_message_id())
+        msg_id = new_message_id()
+        partition = -1  # librdkafka's "any partition"
+        if msg.delay_time_level > 0:
+            topic, value, headers, partition = self._delayed(
+                client, msg, msg_id, ProducerSendOnewayFailed
+            )
+        else:
+            headers = msg.headers(msg_id)
         deadline = 0.0
         while True:
             try:
-                client.produce(topic, value, headers=headers, on_delivery=self._on_oneway_delivery)
+                client.produce(
+                    topic,
+                    value,
+                    partition=partition,
+                    headers=headers,
+                    on_delivery=self._on_oneway_delivery,
+                )
                 break
             except BufferError:
                 # The local queue is full: serve delivery reports until there is room.
@@ -243,15 +263,47 @@ class Producer(ClientSettings):
                 )
             if not body:
                 raise InvalidMessageError("the message body is empty", topic=msg.topic)
-            if msg.delay_time_level > 0:
-                raise InvalidMessageError(
-                    "delay levels are not available in this release; send without "
-                    "set_delay_time_level",
-                    topic=msg.topic,
-                )
         except AdapterError as exc:
             raise error(str(exc)) from exc
         return topic, body
+
+    def _delayed(
+        self,
+        client: KafkaProducer,
+        msg: Message,
+        msg_id: str,
+        error: type[ProducerException],
+        queue: int | None = None,
+        key: str | None = None,
+    ) -> tuple[str, bytes, Headers, int]:
+        """A delayed message as its ``SCHEDULE_TOPIC_XXXX`` record: topic, value, headers and
+        partition (level - 1), as RocketMQ's delay hook parks it."""
+        config = self._config
+        if config is None:
+            raise error(f"producer {self._group!r} is not started; call start() first")
+        levels = config.delay_levels
+        level = levels.clamp(msg.delay_time_level)
+        try:
+            queues = self._queue_count(client, _SCHEDULE)
+            if queues != levels.max_level:
+                raise TopicLayoutError(
+                    f"{naming.SCHEDULE_TOPIC} has {queues} partitions but the delay level "
+                    f"table has {levels.max_level} levels; run `rmq-adapter topics init` "
+                    "with the same delay levels as RMQ_ADAPTER_DELAY_LEVELS"
+                )
+            record = scheduled(
+                msg,
+                level=level,
+                unique_key=msg_id,
+                born_ms=time.time_ns() // 1_000_000,
+                queue_id=-1 if queue is None else queue,
+                key=key.encode() if key is not None else None,
+            )
+            value = codec.encode(record)
+        except (AdapterError, KafkaException) as exc:
+            raise error(str(exc)) from exc
+        headers: Headers = [(prop.UNIQ_KEY, msg_id.encode()), (prop.DELAY, str(level).encode())]
+        return _SCHEDULE, value, headers, level - 1
 
     def _send_and_wait(
         self,
@@ -264,11 +316,17 @@ class Producer(ClientSettings):
         topic, value = self._checked(msg, error)
         msg_id = new_message_id()
         delivery = _Delivery()
-        kwargs: dict[str, Any] = {"headers": msg.headers(msg_id), "on_delivery": delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if key is not None:
-            kwargs["key"] = key
+        kwargs: dict[str, Any] = {"on_delivery": delivery}
+        if msg.delay_time_level > 0:
+            topic, value, kwargs["headers"], kwargs["partition"] = self._delayed(
+                client, msg, msg_id, error, partition, key
+            )
+        else:
+            kwargs["headers"] = msg.headers(msg_id)
+            if partition is not None:
+                kwargs["partition"] = partition
+            if key is not None:
+                kwargs["key"] = key
         timeout_s = self._send_timeout_s()
         try:
             client.produce(topic, value, **kwargs)

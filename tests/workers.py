@@ -23,7 +23,9 @@ from tests.brokers import ROOT, TEST_LABEL, built_image, chosen_path
 
 
 class Worker(Protocol):
-    def wait_for_output(self, line: str, timeout: float = 60.0) -> None: ...
+    def wait_for_output(self, line: str, timeout: float = 60.0) -> None:
+        """Wait until the worker prints a line containing ``line``."""
+
     def kill(self) -> None: ...
     def terminate(self, timeout: float = 30.0) -> int: ...
 
@@ -47,7 +49,7 @@ class ProcessWorker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             got = self.process.stdout.readline()
-            if got.strip() == line:
+            if line in got:
                 return
             if not got and self.process.poll() is not None:
                 raise AssertionError(f"the worker exited with {self.process.returncode}")
@@ -82,7 +84,7 @@ class ContainerWorker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             stdout, _ = self.container.get_logs()
-            if line in stdout.decode(errors="replace").split("\n"):
+            if line in stdout.decode(errors="replace"):
                 return
             wrapped = self.container.get_wrapped_container()
             wrapped.reload()

@@ -7,15 +7,20 @@ tests that inject faults into it. Each fixture says which path it took in one li
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapter import naming
+from adapter import naming, topics
 from adapter.client import Message, MessageModel, Producer, PushConsumer, SendResult
+from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.delay import DelayLevels
+from adapter.schedule.forwarder import ScheduleForwarder
 from tests.brokers import Broker, start_broker
 
 pytestmark = pytest.mark.kafka
@@ -128,8 +133,11 @@ def make_consumer(kafka_bootstrap: str) -> Iterator[Callable[..., PushConsumer]]
         threads: int | None = None,
         instance: str | None = None,
         bootstrap: str | None = None,
+        max_reconsume_times: int | None = None,
     ) -> PushConsumer:
         consumer = PushConsumer(group, orderly=orderly, message_model=model)
+        if max_reconsume_times is not None:
+            consumer.set_max_reconsume_times(max_reconsume_times)
         consumer.set_name_server_address(bootstrap or kafka_bootstrap)
         if threads is not None:
             consumer.set_thread_count(threads)
@@ -172,3 +180,53 @@ def committed_offsets(
     )
     result = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
     return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+
+def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> str:
+    """A fresh topic on a broker other than the session's (no clean-up needed there)."""
+    name = unique(prefix)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(naming.kafka_topic(name), partitions, 1)
+    for future in admin.create_topics([new]).values():
+        future.result(timeout=30)
+    return name
+
+
+def init_system_topics(bootstrap: str, levels: DelayLevels) -> None:
+    topics.init_topics(bootstrap, topics.system_layout(2, levels))
+
+
+@pytest.fixture(scope="session")
+def system_topics(kafka_bootstrap: str) -> str:
+    """The session broker with its system topics (default delay levels); its bootstrap."""
+    init_system_topics(kafka_bootstrap, DelayLevels.parse())
+    return kafka_bootstrap
+
+
+@pytest.fixture
+def start_forwarder(system_topics: str) -> Iterator[Callable[..., ScheduleForwarder]]:
+    """Factory: a schedule forwarder running on a thread, stopped after the test."""
+    running: list[tuple[ScheduleForwarder, threading.Thread]] = []
+
+    def start(
+        bootstrap: str | None = None, levels: DelayLevels | None = None, **kwargs: Any
+    ) -> ScheduleForwarder:
+        config = ForwarderConfig(
+            KafkaSettings(bootstrap or system_topics),
+            levels=levels or DelayLevels.parse(),
+            worker_id=unique("test"),
+            max_wait_ms=200,
+            **kwargs,
+        )
+        forwarder = ScheduleForwarder(config)
+        thread = threading.Thread(target=forwarder.run, name="forwarder", daemon=True)
+        thread.start()
+        running.append((forwarder, thread))
+        return forwarder
+
+    yield start
+    for forwarder, _ in running:
+        forwarder.stop()
+    for _, thread in running:
+        thread.join(30)
+        assert not thread.is_alive(), "a forwarder did not stop within 30 s"

@@ -1,0 +1,124 @@
+"""A message in and out of ``SCHEDULE_TOPIC_XXXX``: RocketMQ's delay hook and ``messageTimeUp``.
+
+Reproduces three RocketMQ steps:
+
+- the put-time delay hook (``HookUtils.handleScheduleMessage``): the message is parked with its
+  real topic and queue (``REAL_TOPIC``, ``REAL_QID``) and its level;
+- the consumer send-back (``consumerSendMsgBack``): a copy goes to ``%RETRY%<group>`` with
+  ``RECONSUME_TIME`` + 1, ``RETRY_TOPIC`` (the original topic) and ``ORIGIN_MESSAGE_ID``, and
+  past ``maxReconsumeTimes`` to ``%DLQ%<group>``;
+- delivery (``messageTimeUp``): topic, queue, key, properties and body are restored, ``DELAY``
+  is dropped, ``UNIQ_KEY`` is kept (a retried message keeps its id, as in RocketMQ), and
+  ``REAL_TOPIC`` / ``REAL_QID`` stay on the delivered message as properties.
+
+Known gaps: property values must be UTF-8 text (Avro strings); RocketMQ stores any bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adapter import properties as prop
+from adapter.exceptions import InvalidMessageError
+from adapter.message import Message, ReceivedMessage
+from adapter.records import ScheduledMessage
+
+# Properties carried in their own fields, or set afresh on delivery.
+_FIELDS = frozenset({prop.UNIQ_KEY, prop.TAGS, prop.KEYS, prop.DELAY, prop.RECONSUME_TIME})
+# Properties a send-back must not carry over (RocketMQ clears TRAN_MSG; the rest is re-set).
+_NOT_SENT_BACK = _FIELDS | {prop.TRANSACTION_PREPARED, prop.REAL_TOPIC, prop.REAL_QUEUE_ID}
+
+
+def _text(value: bytes, name: str) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidMessageError(
+            f"property {name!r} is not UTF-8 text; a delayed message carries text properties"
+        ) from None
+
+
+def scheduled(
+    message: Message,
+    *,
+    level: int,
+    unique_key: str,
+    born_ms: int,
+    queue_id: int = -1,
+    key: bytes | None = None,
+) -> ScheduledMessage:
+    """A producer's delayed message, to park on ``SCHEDULE_TOPIC_XXXX`` partition level - 1."""
+    return ScheduledMessage(
+        level=level,
+        topic=message.topic,
+        queue_id=queue_id,
+        key=key,
+        tags=_text(message.tags, prop.TAGS) if message.tags is not None else None,
+        keys=_text(message.keys, prop.KEYS) if message.keys is not None else None,
+        properties={name: _text(v, name) for name, v in message.properties.items()},
+        body=message.body,
+        born_timestamp=born_ms,
+        unique_key=unique_key,
+    )
+
+
+def sent_back(
+    message: ReceivedMessage, *, to_topic: str, level: int, max_reconsume_times: int
+) -> ScheduledMessage:
+    """A failed message's copy for ``%RETRY%<group>`` (or, with level 0, ``%DLQ%<group>``)."""
+    props = message.properties
+    properties = {
+        name: _text(value, name) for name, value in props.items() if name not in _NOT_SENT_BACK
+    }
+    properties.setdefault(prop.RETRY_TOPIC, message.topic)
+    properties.setdefault(prop.ORIGIN_MESSAGE_ID, message.id)
+    properties[prop.MAX_RECONSUME_TIMES] = str(max_reconsume_times)
+    properties[prop.BORN_TIMESTAMP] = str(message.born_timestamp)
+    tags, keys = props.get(prop.TAGS), props.get(prop.KEYS)
+    return ScheduledMessage(
+        level=level,
+        topic=to_topic,
+        queue_id=-1,
+        key=None,
+        tags=_text(tags, prop.TAGS) if tags else None,
+        keys=_text(keys, prop.KEYS) if keys else None,
+        properties=properties,
+        body=message.body,
+        born_timestamp=message.born_timestamp,
+        unique_key=message.id,
+        reconsume_times=message.reconsume_times + 1,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A record for a real topic: where it goes and what it carries."""
+
+    topic: str
+    """The RocketMQ topic name (not yet escaped for Kafka)."""
+    queue_id: int
+    """The partition, or -1 for any."""
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+def delivered(record: ScheduledMessage) -> Delivery:
+    """The real message a due ``ScheduledMessage`` turns back into."""
+    headers: list[tuple[str, bytes]] = [(prop.UNIQ_KEY, record.unique_key.encode())]
+    if record.tags is not None:
+        headers.append((prop.TAGS, record.tags.encode()))
+    if record.keys is not None:
+        headers.append((prop.KEYS, record.keys.encode()))
+    headers.extend(
+        (name, value.encode())
+        for name, value in record.properties.items()
+        if name not in _FIELDS and name not in (prop.REAL_TOPIC, prop.REAL_QUEUE_ID)
+    )
+    if prop.BORN_TIMESTAMP not in record.properties:
+        headers.append((prop.BORN_TIMESTAMP, str(record.born_timestamp).encode()))
+    if record.reconsume_times:
+        headers.append((prop.RECONSUME_TIME, str(record.reconsume_times).encode()))
+    headers.append((prop.REAL_TOPIC, record.topic.encode()))
+    headers.append((prop.REAL_QUEUE_ID, str(record.queue_id).encode()))
+    return Delivery(record.topic, record.queue_id, record.key, record.body, headers)

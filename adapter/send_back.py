@@ -1,0 +1,150 @@
+"""Consumer send-back: a failed message goes to ``%RETRY%<group>`` later, or to ``%DLQ%<group>``.
+
+Reproduces RocketMQ's ``consumerSendMsgBack`` (reference section 4.3) on the client side:
+a message whose ``reconsume_times`` is below ``max_reconsume_times`` (16) is parked on
+``SCHEDULE_TOPIC_XXXX`` at level 3 + reconsume_times (clamped to the highest level), addressed
+to the group's retry topic, with ``RECONSUME_TIME`` + 1, ``RETRY_TOPIC`` (the original topic),
+``ORIGIN_MESSAGE_ID`` and ``MAX_RECONSUME_TIMES``; the forwarder delivers it when due.
+Otherwise the message goes straight to the group's dead-letter topic. Both topics have one
+queue, as RocketMQ creates them (``retryQueueNums`` = 1, ``DLQ_NUMS_PER_GROUP`` = 1).
+
+``send`` returns only once Kafka has acknowledged the copy, so the caller may then commit the
+original's offset; when it fails the caller falls back to consuming again locally, as
+RocketMQ's client does when its send-back request fails.
+
+Known gaps: the copy's id is the original's ``UNIQ_KEY`` (RocketMQ keeps it too), so a
+message's id does not tell its deliveries apart; ``reconsume_times`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Message as KafkaRecord
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from adapter import codec, naming
+from adapter import properties as prop
+from adapter.config import ConsumerConfig
+from adapter.exceptions import AdapterError
+from adapter.message import Headers, ReceivedMessage
+from adapter.schedule.envelope import delivered, sent_back
+
+log = logging.getLogger(__name__)
+
+_SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
+_NOT_ON_DEAD_LETTERS = (prop.REAL_TOPIC, prop.REAL_QUEUE_ID)
+
+
+def ensure_single_queue_topic(admin: AdminClient, kafka_topic: str, timeout_s: float) -> None:
+    """Create a one-partition topic unless it exists (the broker's replication default)."""
+    future = admin.create_topics([NewTopic(kafka_topic, 1)], request_timeout=timeout_s)[kafka_topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+class SendBack:
+    def __init__(self, config: ConsumerConfig) -> None:
+        self._config = config
+        self._retry_topic = naming.retry_topic(config.group)
+        self._dlq_topic = naming.dlq_topic(config.group)
+        self._producer: Producer | None = None
+        self._dlq_ready = False
+        self._lock = threading.Lock()
+
+    @property
+    def retry_kafka_topic(self) -> str:
+        return naming.kafka_topic(self._retry_topic)
+
+    def prepare(self, admin: AdminClient) -> None:
+        """Create the group's retry topic (a consumer subscribes to it at start)."""
+        ensure_single_queue_topic(admin, self.retry_kafka_topic, self._timeout_s())
+
+    def send(self, message: ReceivedMessage) -> bool:
+        """Send a failed message back; True once Kafka acknowledged it."""
+        try:
+            producer = self._client()
+            if message.reconsume_times >= self._config.max_reconsume_times:
+                self._send_dead_letter(producer, message)
+            else:
+                self._send_retry(producer, message)
+            return True
+        except (AdapterError, KafkaException) as exc:
+            log.warning("send-back of %s failed (%s); consuming it again locally", message.id, exc)
+            return False
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.flush(self._timeout_s())
+
+    def _send_retry(self, producer: Producer, message: ReceivedMessage) -> None:
+        levels = self._config.delay_levels
+        level = levels.clamp(3 + message.reconsume_times)
+        record = sent_back(
+            message,
+            to_topic=self._retry_topic,
+            level=level,
+            max_reconsume_times=self._config.max_reconsume_times,
+        )
+        headers: Headers = [(prop.UNIQ_KEY, message.id.encode()), (prop.DELAY, str(level).encode())]
+        self._send(producer, _SCHEDULE, level - 1, codec.encode(record), headers)
+
+    def _send_dead_letter(self, producer: Producer, message: ReceivedMessage) -> None:
+        if not self._dlq_ready:
+            admin = AdminClient(self._config.kafka.librdkafka({}))
+            ensure_single_queue_topic(admin, naming.kafka_topic(self._dlq_topic), 10)
+            self._dlq_ready = True
+        record = sent_back(
+            message,
+            to_topic=self._dlq_topic,
+            level=0,
+            max_reconsume_times=self._config.max_reconsume_times,
+        )
+        delivery = delivered(record)
+        headers: Headers = [(k, v) for k, v in delivery.headers if k not in _NOT_ON_DEAD_LETTERS]
+        self._send(producer, naming.kafka_topic(self._dlq_topic), 0, delivery.value, headers)
+        log.warning(
+            "message %s failed %d times; moved to %s",
+            message.id,
+            message.reconsume_times + 1,
+            self._dlq_topic,
+        )
+
+    def _send(
+        self,
+        producer: Producer,
+        topic: str,
+        partition: int,
+        value: bytes,
+        headers: Headers,
+    ) -> None:
+        outcome: list[KafkaError | None] = []
+
+        def report(error: KafkaError | None, _record: KafkaRecord) -> None:
+            outcome.append(error)
+
+        producer.produce(topic, value, partition=partition, headers=headers, on_delivery=report)
+        deadline = time.monotonic() + self._timeout_s() + 1
+        while not outcome and time.monotonic() < deadline:
+            producer.poll(0.05)
+        if not outcome:
+            raise AdapterError(f"no acknowledgement from {naming.decode(topic)} in time")
+        if outcome[0] is not None:
+            raise KafkaException(outcome[0])
+
+    def _client(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer(self._config.send_back_producer(), logger=log)
+            return self._producer
+
+    def _timeout_s(self) -> float:
+        return self._config.send_back_timeout_ms / 1000
