@@ -108,6 +108,22 @@ def _existing_half_partitions(bootstrap: str) -> int:
     return topics.DEFAULT_HALF_PARTITIONS
 
 
+@main.command("status")
+@click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True)
+@click.option("--delay-levels", envvar="RMQ_ADAPTER_DELAY_LEVELS", default=DEFAULT_LEVELS)
+def status_command(bootstrap: str, delay_levels: str) -> None:
+    """Each delay level's backlog and oldest due time; retry and dead letters per group."""
+    from adapter import status
+
+    try:
+        levels, groups = status.gather(
+            KafkaSettings.from_env(bootstrap), DelayLevels.parse(delay_levels)
+        )
+    except AdapterError as exc:
+        _fail(exc)
+    click.echo(status.render(levels, groups))
+
+
 @main.group()
 def worker() -> None:
     """Adapter workers, in the foreground; SIGTERM (or Ctrl-C) stops them cleanly."""

@@ -172,6 +172,8 @@ class ConsumerConfig:
             # RocketMQ's consumeTimeout is 15 minutes; a callback may run that long.
             "max.poll.interval.ms": 15 * 60 * 1000 + 60 * 1000,
             "fetch.wait.max.ms": 100,
+            # RocketMQ clients refresh topic routes every 30 s (pollNameServerInterval).
+            "topic.metadata.refresh.interval.ms": 30000,
         }
         return self.kafka.librdkafka(settings)
 

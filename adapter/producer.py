@@ -284,7 +284,7 @@ class Producer(ClientSettings):
         levels = config.delay_levels
         level = levels.clamp(msg.delay_time_level)
         try:
-            queues = self._queue_count(client, _SCHEDULE)
+            queues = self._schedule_queue_count(client)
             if queues != levels.max_level:
                 raise TopicLayoutError(
                     f"{naming.SCHEDULE_TOPIC} has {queues} partitions but the delay level "
@@ -356,6 +356,21 @@ class Producer(ClientSettings):
         if err is not None:
             self.oneway_failures += 1
             log.warning("oneway send to %s failed: %s", msg.topic(), err.str())
+
+    def _schedule_queue_count(self, client: KafkaProducer) -> int:
+        """SCHEDULE_TOPIC_XXXX's partition count, 0 if it is missing. Asked without naming
+        the topic: a metadata request for a missing topic would auto-create it, with the
+        broker's default layout instead of one partition per level."""
+        now = time.monotonic()
+        cached = self._partitions.get(_SCHEDULE)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        info = client.list_topics(timeout=self._send_timeout_s()).topics.get(_SCHEDULE)
+        count = len(info.partitions) if info is not None and info.error is None else 0
+        if count:
+            with self._lock:
+                self._partitions[_SCHEDULE] = (now + _METADATA_TTL_S, count)
+        return count
 
     def _queue_count(self, client: KafkaProducer, topic: str) -> int:
         now = time.monotonic()

@@ -158,7 +158,10 @@ class ContainerBroker:
         self.container.get_wrapped_container().unpause()
 
     def restart(self) -> None:
-        self.container.get_wrapped_container().restart(timeout=30)
+        wrapped = self.container.get_wrapped_container()
+        wrapped.stop(timeout=30)
+        wrapped.wait(timeout=60)
+        wrapped.start()
         wait_until_ready(self.bootstrap)
 
     def stop(self) -> None:

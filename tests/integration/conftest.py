@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter import naming, topics
@@ -22,6 +22,7 @@ from adapter.config import ForwarderConfig, KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.schedule.forwarder import ScheduleForwarder
 from tests.brokers import Broker, start_broker
+from tests.support import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -172,14 +173,26 @@ def send(
     return producer.send_sync(message)
 
 
-def committed_offsets(
-    admin: AdminClient, group: str, topic: str, partitions: int
-) -> dict[int, int]:
-    request = ConsumerGroupTopicPartitions(
-        group, [TopicPartition(naming.kafka_topic(topic), p) for p in range(partitions)]
-    )
-    result = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 where none).
+
+    Asked through a consumer handle of the group: librdkafka's admin ListConsumerGroupOffsets
+    can crash the process while the group coordinator is loading."""
+    asker = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    wanted = [TopicPartition(naming.kafka_topic(topic), p) for p in range(partitions)]
+
+    def ask() -> dict[int, int] | None:
+        try:
+            return {tp.partition: tp.offset for tp in asker.committed(wanted, timeout=10)}
+        except KafkaException as exc:  # the coordinator is moving or still loading
+            if exc.args[0].retriable() or exc.args[0].code() == KafkaError.NOT_COORDINATOR:
+                return None
+            raise
+
+    try:
+        return wait_until(ask, timeout=30, interval=0.5, what=f"{group}'s committed offsets")
+    finally:
+        asker.close()
 
 
 def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> str:
@@ -193,7 +206,7 @@ def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> 
 
 
 def init_system_topics(bootstrap: str, levels: DelayLevels) -> None:
-    topics.init_topics(bootstrap, topics.system_layout(2, levels))
+    topics.init_topics(bootstrap, topics.system_layout(topics.DEFAULT_HALF_PARTITIONS, levels))
 
 
 @pytest.fixture(scope="session")

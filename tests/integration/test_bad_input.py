@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapter.client import Message, Producer, PushConsumer
+from adapter.config import ENV_DELAY_LEVELS
 from adapter.exceptions import (
     InvalidNameError,
     ProducerSendOnewayFailed,
@@ -99,8 +100,23 @@ def test_sending_before_start_is_a_clear_error() -> None:
         Producer(unique("PID")).send_sync(message("TopicTest"))
 
 
-def test_a_delay_level_is_not_silently_ignored(make_producer, new_topic) -> None:
-    m = message(new_topic())
-    m.set_delay_time_level(3)
-    with pytest.raises(ProducerSendSyncFailed, match="delay"):
-        make_producer().send_sync(m)
+def test_a_bad_delay_level_table_is_a_clear_error_at_start(
+    monkeypatch: pytest.MonkeyPatch, make_producer
+) -> None:
+    monkeypatch.setenv(ENV_DELAY_LEVELS, "1s 5x 10s")
+    with pytest.raises(ProducerStartFailed, match="messageDelayLevel entry 2 is '5x'"):
+        make_producer()
+
+
+def test_a_delayed_send_refuses_a_schedule_topic_that_does_not_match_the_levels(
+    system_topics: str, monkeypatch: pytest.MonkeyPatch, make_producer, new_topic
+) -> None:
+    monkeypatch.setenv(ENV_DELAY_LEVELS, "1s 2s")
+    producer = make_producer()
+    m = Message(new_topic())
+    m.set_body("later")
+    m.set_delay_time_level(1)
+    with pytest.raises(
+        ProducerSendSyncFailed, match="18 partitions but the delay level table has 2"
+    ):
+        producer.send_sync(m)

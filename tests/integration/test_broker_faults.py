@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from adapter.client import SendStatus
 from adapter.exceptions import ProducerSendSyncFailed
@@ -25,7 +24,6 @@ def test_a_consumer_survives_a_broker_restart_without_losing_or_repeating_commit
 ) -> None:
     topic = topic_on(own_kafka)
     group = new_group()
-    admin = AdminClient({"bootstrap.servers": own_kafka.bootstrap})
     producer = make_producer(bootstrap=own_kafka.bootstrap)
     recorder = Recorder()
     make_consumer(group, topic, recorder, bootstrap=own_kafka.bootstrap)
@@ -35,7 +33,7 @@ def test_a_consumer_survives_a_broker_restart_without_losing_or_repeating_commit
         send(producer, topic, body)
     wait_until(lambda: len(recorder) >= len(before), timeout=60, what="the first batch")
     wait_until(
-        lambda: sum(committed_offsets(admin, group, topic, 2).values()) == 100,
+        lambda: sum(committed_offsets(own_kafka.bootstrap, group, topic, 2).values()) == 100,
         timeout=30,
         what="the first batch to be committed",
     )

@@ -102,3 +102,32 @@ def test_a_broker_starts_prints_its_address_and_stops_by_its_pid(tmp_path: Path)
     assert "stopped the broker" in stopped.stdout
     assert not broker._alive(pid)
     assert broker._port_is_free(port)
+
+
+def test_status_shows_each_levels_backlog_and_the_dead_letters_of_each_group(
+    system_topics: str, make_producer, new_group
+) -> None:
+    from confluent_kafka import Producer as RawProducer
+
+    from adapter import naming
+    from adapter.client import Message
+
+    producer = make_producer()
+    for i in range(3):
+        message = Message("StatusTopic")
+        message.set_body(f"waits two hours {i}")
+        message.set_delay_time_level(18)
+        producer.send_sync(message)
+    group = new_group()
+    raw = RawProducer({"bootstrap.servers": system_topics})
+    for i in range(2):
+        raw.produce(naming.kafka_topic(naming.dlq_topic(group)), f"dead {i}".encode())
+    assert raw.flush(10) == 0
+
+    shown = run("status", "--bootstrap", system_topics)
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines() if line.strip()}
+    assert rows["18"][1] == "2h"
+    assert int(rows["18"][2]) >= 3, "three messages wait on level 18"
+    assert rows["18"][3] == "in"
+    assert rows[group][1:] == ["0", "2"], "no retry backlog, two dead letters"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -15,7 +16,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
 
 def test_a_tag_expression_keeps_only_the_named_tags_and_commits_the_rest(
-    admin, make_producer, make_consumer, new_topic, new_group
+    kafka_bootstrap, make_producer, make_consumer, new_topic, new_group
 ) -> None:
     topic = new_topic(partitions=1)
     producer = make_producer()
@@ -29,7 +30,7 @@ def test_a_tag_expression_keeps_only_the_named_tags_and_commits_the_rest(
     assert sorted(recorder.bodies) == sorted([b"TagA", b"TagB", b"TagA", b"last"])
     assert consumer.stats.filtered == 2
     consumer.shutdown()
-    assert committed_offsets(admin, group, topic, 1) == {0: 6}
+    assert committed_offsets(kafka_bootstrap, group, topic, 1) == {0: 6}
 
 
 def test_a_new_group_starts_from_the_earliest_retained_message(
@@ -70,10 +71,13 @@ def test_clustering_consumers_split_the_queues_and_see_each_message_once(
     first, second = Recorder(), Recorder()
     one = make_consumer(group, topic, first)
     two = make_consumer(group, topic, second)
+    # Four queues of the topic and the one of %RETRY%<group>, which clustering consumers
+    # consume too.
     wait_until(
-        lambda: len(one.assigned_queues()) == 2 and len(two.assigned_queues()) == 2,
+        lambda: len(one.assigned_queues()) + len(two.assigned_queues()) == 5
+        and {len(one.assigned_queues()), len(two.assigned_queues())} == {2, 3},
         timeout=60,
-        what="the group to split four queues two and two",
+        what="the group to split five queues three and two",
     )
     assert not set(one.assigned_queues()) & set(two.assigned_queues())
     producer = make_producer()
@@ -111,7 +115,7 @@ def test_a_restarted_consumer_resumes_from_committed_offsets_without_loss(
 
 
 def test_offsets_are_committed_only_over_the_finished_prefix(
-    admin, make_producer, make_consumer, new_topic, new_group
+    kafka_bootstrap, make_producer, make_consumer, new_topic, new_group
 ) -> None:
     topic = new_topic(partitions=1)
     group = new_group()
@@ -130,11 +134,13 @@ def test_offsets_are_committed_only_over_the_finished_prefix(
     make_consumer(group, topic, slow_on_the_fourth, threads=8)
     wait_until(lambda: len(finished) == 9, what="every message but the blocked one")
     wait_until(
-        lambda: committed_offsets(admin, group, topic, 1)[0] == 3,
+        lambda: committed_offsets(kafka_bootstrap, group, topic, 1)[0] == 3,
         what="the commit to stop at the blocked message (offset 3)",
     )
     release.set()
-    wait_until(lambda: committed_offsets(admin, group, topic, 1)[0] == 10, what="commit to 10")
+    wait_until(
+        lambda: committed_offsets(kafka_bootstrap, group, topic, 1)[0] == 10, what="commit to 10"
+    )
     assert sorted(finished) == sorted(f"p{i}".encode() for i in range(10))
 
 
@@ -188,23 +194,26 @@ def test_an_orderly_consumer_retries_a_failed_message_in_place_without_skipping(
     ]
 
 
-def test_a_failed_message_is_consumed_again_with_a_higher_reconsume_count(
-    admin, make_producer, make_consumer, new_topic, new_group
+def test_a_failed_message_comes_back_ten_seconds_later_with_a_higher_reconsume_count(
+    kafka_bootstrap, start_forwarder, make_producer, make_consumer, new_topic, new_group
 ) -> None:
     topic = new_topic(partitions=1)
     group = new_group()
+    start_forwarder()
     send(make_producer(), topic, "flaky")
-    attempts: list[int] = []
+    attempts: list[tuple[int, str, float]] = []
 
     def fails_first(message) -> ConsumeStatus | None:
-        attempts.append(message.reconsume_times)
+        attempts.append((message.reconsume_times, message.topic, time.monotonic()))
         if len(attempts) == 1:
             raise RuntimeError("the database is down")
         return ConsumeStatus.CONSUME_SUCCESS
 
     make_consumer(group, topic, fails_first)
-    wait_until(lambda: len(attempts) == 2, timeout=30, what="the local retry")
-    assert attempts == [0, 1]
+    wait_until(lambda: len(attempts) == 2, timeout=60, what="the retry")
+    assert [(times, where) for times, where, _ in attempts] == [(0, topic), (1, topic)]
+    assert attempts[1][2] - attempts[0][2] >= 10.0 - 0.5, "level 3 (10 s), RocketMQ's first retry"
     wait_until(
-        lambda: committed_offsets(admin, group, topic, 1)[0] == 1, what="commit after success"
+        lambda: committed_offsets(kafka_bootstrap, group, topic, 1)[0] == 1,
+        what="commit after success",
     )

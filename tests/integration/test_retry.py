@@ -11,7 +11,6 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from adapter import naming
 from adapter import properties as prop
@@ -89,8 +88,7 @@ def test_a_failed_message_comes_back_through_the_retry_topic_until_it_succeeds(
         (topic, 1, msg_id),
         (topic, 2, msg_id),
     ], "the callback sees the original topic, the same id and the count of retries"
-    admin = AdminClient({"bootstrap.servers": short_kafka.bootstrap})
-    offsets = committed_offsets(admin, group, topic, 2)
+    offsets = committed_offsets(short_kafka.bootstrap, group, topic, 2)
     assert sum(o for o in offsets.values() if o > 0) == 1, "the original is committed"
 
 

@@ -1,0 +1,275 @@
+"""Delayed delivery: lateness and forwarding throughput of one schedule forwarder process.
+
+- burst: N messages (default 20,000, 100 bytes) sent at level 1 as fast as oneway sends go,
+  with one forwarder running. Lateness = when a read_committed reader of the real topic
+  receives the message - its due time (the SCHEDULE record's LogAppendTime + 1 s).
+  Baseline, same run: the same burst sent straight to a real topic, latency = receive time -
+  send time (the record's CreateTime).
+- drain: N messages parked at level 1 while no forwarder runs; once all are due, one forwarder
+  starts. Throughput = N / (last - first forwarded record's timestamp).
+- mixed: M messages spread over levels 1-3 (1 s, 5 s, 10 s); lateness per level.
+
+Run: ``python -m bench.delay [--burst N] [--mixed M]`` (``make bench`` runs it too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from adapter import naming, topics
+from adapter import properties as prop
+from adapter.client import Message, Producer
+from adapter.delay import DelayLevels
+from bench.common import Table, kafka, new_topic, rate
+
+BODY = b"x" * 100
+LEVELS = DelayLevels.parse()
+SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Forwarder:
+    """``rmq-adapter worker schedule`` as its own process, as in production."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
+            [
+                sys.executable,
+                "-m",
+                "adapter.cli",
+                "--log-level",
+                "WARNING",
+                "worker",
+                "schedule",
+                "--bootstrap",
+                bootstrap,
+                "--worker-id",
+                f"bench-{uuid.uuid4().hex[:6]}",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(60)
+
+
+def producer(bootstrap: str) -> Producer:
+    p = Producer(f"GID_bench_{uuid.uuid4().hex[:6]}")
+    p.set_name_server_address(bootstrap)
+    p.start()
+    return p
+
+
+def send_burst(p: Producer, topic: str, n: int, level: Callable[[int], int]) -> None:
+    for i in range(n):
+        m = Message(topic)
+        m.set_body(BODY)
+        m.set_delay_time_level(level(i))
+        p.send_oneway(m)
+    assert p.flush(60) == 0
+
+
+def schedule_end_offsets(bootstrap: str) -> dict[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-peek"})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(SCHEDULE, p), timeout=10)[1]
+            for p in range(LEVELS.max_level)
+        }
+    finally:
+        c.close()
+
+
+def due_times(bootstrap: str, start: dict[int, int], n: int) -> dict[bytes, int]:
+    """UNIQ_KEY -> due time, read from the SCHEDULE records written since ``start``."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-due"})
+    c.assign([TopicPartition(SCHEDULE, p, o) for p, o in start.items()])
+    due: dict[bytes, int] = {}
+    deadline = time.monotonic() + 120
+    try:
+        while len(due) < n and time.monotonic() < deadline:
+            for r in c.consume(1000, 0.5):
+                if r.error() is None:
+                    level = int(r.partition()) + 1
+                    due[dict(r.headers())[prop.UNIQ_KEY]] = r.timestamp()[1] + LEVELS.delay_ms(
+                        level
+                    )
+    finally:
+        c.close()
+    return due
+
+
+def receive(
+    bootstrap: str, topic: str, n: int, timeout: float = 300
+) -> list[tuple[bytes, int, int]]:
+    """(UNIQ_KEY, receive time, record timestamp) of ``n`` records, read_committed."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    c.subscribe([naming.kafka_topic(topic)])
+    got: list[tuple[bytes, int, int]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            records = c.consume(1000, 0.05)
+            at = now_ms()
+            for r in records:
+                if r.error() is None:
+                    got.append((dict(r.headers())[prop.UNIQ_KEY], at, r.timestamp()[1]))
+    finally:
+        c.close()
+    return got
+
+
+def percentiles(values: list[int]) -> tuple[float, float, int]:
+    q = statistics.quantiles(values, n=100, method="inclusive")
+    return q[49], q[98], max(values)
+
+
+class Receiver:
+    """Receives ``n`` records of ``topic`` on a thread, from before the first one is sent."""
+
+    def __init__(self, bootstrap: str, topic: str, n: int) -> None:
+        self.records: list[tuple[bytes, int, int]] = []
+        self.thread = threading.Thread(
+            target=lambda: self.records.extend(receive(bootstrap, topic, n))
+        )
+        self.thread.start()
+        time.sleep(2)  # joined and positioned before the first message
+
+    def wait(self) -> list[tuple[bytes, int, int]]:
+        self.thread.join()
+        return self.records
+
+
+def bench_burst(bootstrap: str, n: int, table: Table) -> None:
+    # Baseline: the burst straight to a real topic.
+    direct = new_topic(bootstrap, 4, "Direct")
+    p = producer(bootstrap)
+    receiver = Receiver(bootstrap, direct, n)
+    send_burst(p, direct, n, lambda i: 0)
+    got = receiver.wait()
+    p50, p99, worst = percentiles([at - ts for _, at, ts in got])
+    table.add("direct send (baseline)", n, len(got), f"{p50:.0f}", f"{p99:.0f}", worst, "-")
+
+    topic = new_topic(bootstrap, 4, "Delayed")
+    forwarder = Forwarder(bootstrap)
+    time.sleep(8)  # the forwarder joins its group
+    start = schedule_end_offsets(bootstrap)
+    receiver = Receiver(bootstrap, topic, n)
+    t0 = time.monotonic()
+    send_burst(p, topic, n, lambda i: 1)
+    send_s = time.monotonic() - t0
+    got = receiver.wait()
+    forwarder.stop()
+    due = due_times(bootstrap, start, n)
+    late = [at - due[key] for key, at, _ in got if key in due]
+    p50, p99, worst = percentiles(late)
+    early = sum(1 for v in late if v < 0)
+    table.add(
+        f"level 1 burst (sent in {send_s:.2f} s)",
+        n,
+        len(got),
+        f"{p50:.0f}",
+        f"{p99:.0f}",
+        worst,
+        early,
+    )
+    p.shutdown()
+
+
+def bench_drain(bootstrap: str, n: int, table: Table) -> float:
+    topic = new_topic(bootstrap, 4, "Drain")
+    p = producer(bootstrap)
+    send_burst(p, topic, n, lambda i: 1)
+    p.shutdown()
+    time.sleep(1.5)  # every message is due
+    receiver = Receiver(bootstrap, topic, n)
+    forwarder = Forwarder(bootstrap)
+    got = receiver.wait()
+    forwarder.stop()
+    stamps = sorted(ts for _, _, ts in got)
+    throughput = rate(len(stamps) - 1, (stamps[-1] - stamps[0]) / 1000)
+    table.add(f"drain of {n} due messages", n, len(got), "-", "-", "-", f"{throughput:,.0f}/s")
+    return throughput
+
+
+def bench_mixed(bootstrap: str, m: int, table: Table) -> None:
+    topic = new_topic(bootstrap, 4, "Mixed")
+    forwarder = Forwarder(bootstrap)
+    time.sleep(8)
+    start = schedule_end_offsets(bootstrap)
+    receiver = Receiver(bootstrap, topic, m)
+    p = producer(bootstrap)
+    send_burst(p, topic, m, lambda i: 1 + i % 3)
+    got = receiver.wait()
+    forwarder.stop()
+    p.shutdown()
+    due = due_times(bootstrap, start, m)
+    by_level: dict[int, list[int]] = {}
+    levels_of = {}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-levels"})
+    c.assign([TopicPartition(SCHEDULE, q, o) for q, o in start.items()])
+    deadline = time.monotonic() + 60
+    while len(levels_of) < m and time.monotonic() < deadline:
+        for r in c.consume(1000, 0.5):
+            if r.error() is None:
+                levels_of[dict(r.headers())[prop.UNIQ_KEY]] = int(r.partition()) + 1
+    c.close()
+    for key, at, _ in got:
+        if key in due:
+            by_level.setdefault(levels_of[key], []).append(at - due[key])
+    for level, late in sorted(by_level.items()):
+        p50, p99, worst = percentiles(late)
+        early = sum(1 for v in late if v < 0)
+        table.add(
+            f"mixed, level {level} ({LEVELS.delay_ms(level) // 1000} s)",
+            len(late),
+            len(late),
+            f"{p50:.0f}",
+            f"{p99:.0f}",
+            worst,
+            early,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--burst", type=int, default=20_000)
+    parser.add_argument("--mixed", type=int, default=6_000)
+    args = parser.parse_args()
+    with kafka() as bootstrap:
+        topics.init_topics(bootstrap, topics.system_layout(topics.DEFAULT_HALF_PARTITIONS, LEVELS))
+        table = Table("Delayed delivery, one forwarder process (lateness in ms)")
+        bench_burst(bootstrap, args.burst, table)
+        bench_drain(bootstrap, args.burst, table)
+        bench_mixed(bootstrap, args.mixed, table)
+        table.print(("scenario", "sent", "received", "p50", "p99", "max", "early / rate"))
+
+
+if __name__ == "__main__":
+    main()
