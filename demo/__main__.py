@@ -3,12 +3,18 @@
 The scenario is an order service: it publishes order events (tags ``Created`` / ``Paid`` /
 ``Shipped``), keyed by order id, with orderly sends so each order's events stay in order; a
 billing consumer subscribes to ``Paid`` only, an audit consumer broadcasts everything, and a
-fulfilment consumer processes each order's events in order.
+fulfilment consumer processes each order's events in order. Each new order also schedules a
+payment reminder at delay level 2 (5 s), and billing fails its first attempt at one order
+(RECONSUME_LATER), which comes back through the retry topic at level 3 (10 s). A schedule
+forwarder worker (``rmq-adapter worker schedule``) runs as its own process, as in production.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -37,12 +43,24 @@ def run(bootstrap: str) -> None:
     topic = f"OrderEvents_{int(time.time())}"
     lock = threading.Lock()
     billed: list[str] = []
+    retried: list[int] = []
+    reminders: dict[str, float] = {}
     audited: dict[str, int] = defaultdict(int)
     fulfilment: dict[str, list[str]] = defaultdict(list)
 
     def bill(msg) -> ConsumeStatus:  # type: ignore[no-untyped-def]
+        order = msg.keys.decode()
         with lock:
-            billed.append(msg.keys.decode())
+            if order == "order-007" and msg.reconsume_times == 0:
+                return ConsumeStatus.RECONSUME_LATER  # the payment service is down, once
+            if msg.reconsume_times:
+                retried.append(msg.reconsume_times)
+            billed.append(order)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def remind(msg) -> ConsumeStatus:  # type: ignore[no-untyped-def]
+        with lock:
+            reminders[msg.keys.decode()] = (msg.store_timestamp - msg.born_timestamp) / 1000
         return ConsumeStatus.CONSUME_SUCCESS
 
     def audit(instance: str):  # type: ignore[no-untyped-def]
@@ -67,8 +85,14 @@ def run(bootstrap: str) -> None:
     first.set_tags("Hello")
     producer.send_sync(first)
 
+    reminder_topic = f"PaymentReminders_{int(time.time())}"
+    first = Message(reminder_topic)
+    first.set_body("hello")
+    producer.send_sync(first)
+
     consumers = []
     for group, callback, expression, kwargs in (
+        ("GID_reminders", remind, "Reminder", {}),
         ("GID_billing", bill, "Paid", {}),
         ("GID_fulfilment", fulfil, "Created || Paid || Shipped", {"orderly": True}),
         ("GID_audit", audit("audit-1"), "*", {"message_model": MessageModel.BROADCASTING}),
@@ -78,7 +102,7 @@ def run(bootstrap: str) -> None:
         consumer.set_name_server_address(bootstrap)
         if group == "GID_audit":
             consumer.set_instance_name(f"audit-{len(consumers) - 1}")
-        consumer.subscribe(topic, callback, expression)
+        consumer.subscribe(reminder_topic if callback is remind else topic, callback, expression)
         consumer.start()
         consumers.append(consumer)
 
@@ -91,6 +115,13 @@ def run(bootstrap: str) -> None:
             msg.set_property("amount", str(10 * (order + 1)))
             msg.set_body(f'{{"order": {order}, "step": "{step}"}}')
             producer.send_orderly_with_sharding_key(msg, f"order-{order:03d}")
+            if step == "Created":
+                reminder = Message(reminder_topic)
+                reminder.set_keys(f"order-{order:03d}")
+                reminder.set_tags("Reminder")
+                reminder.set_body(f'{{"order": {order}, "remind": "please pay"}}')
+                reminder.set_delay_time_level(2)
+                producer.send_sync(reminder)
     sent = ORDERS * len(STEPS)
     send_s = time.monotonic() - started
     total = sent + 1
@@ -98,6 +129,7 @@ def run(bootstrap: str) -> None:
     complete = wait_for(
         lambda: (
             len(billed) == ORDERS
+            and len(reminders) == ORDERS
             and sum(len(v) for v in fulfilment.values()) == sent
             and all(audited[i] == total for i in ("audit-1", "audit-2"))
         )
@@ -115,12 +147,19 @@ def run(bootstrap: str) -> None:
     print(f"sent (orderly, acked)      {sent} events for {ORDERS} orders in {send_s:.2f} s")
     fulfilled = sum(len(v) for v in fulfilment.values())
     print(f"billing  (tag 'Paid')      {len(billed)} messages, one per order: {len(set(billed))}")
+    print(f"  retried after a failure  order-007 came back with reconsume_times {retried}")
+    waits = sorted(reminders.values())
+    on_time = bool(waits) and waits[0] >= 5.0
+    print(
+        f"reminders (level 2 = 5 s)  {len(reminders)} delivered, {waits[0] if waits else 0:.2f}"
+        f"-{waits[-1] if waits else 0:.2f} s after sending, none early: {on_time}"
+    )
     print(f"fulfilment (orderly)       {fulfilled} messages, each order Created/Paid/Shipped")
     print(f"                           in that order: {in_order}")
     for instance in ("audit-1", "audit-2"):
         print(f"audit {instance} (broadcast) {audited[instance]} of {total} messages")
     print("-" * 72)
-    ok = complete and in_order and len(billed) == ORDERS
+    ok = complete and in_order and len(billed) == ORDERS and on_time and retried == [1]
     print(
         "RESULT: "
         + ("every consumer saw exactly what RocketMQ would deliver" if ok else "INCOMPLETE")
@@ -133,10 +172,28 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="rmq-demo-"))
     print("starting a local Kafka broker (KRaft, official jars)...", flush=True)
     address = broker.start(broker.BrokerConfig(data_dir, port=broker.free_port_pair()))
+    forwarder = None
     try:
         topics.init_topics(address, topics.system_layout())
+        print("starting the schedule forwarder worker (rmq-adapter worker schedule)...")
+        forwarder = subprocess.Popen(  # noqa: S603 - fixed argv
+            [
+                sys.executable,
+                "-m",
+                "adapter.cli",
+                "--log-level",
+                "WARNING",
+                "worker",
+                "schedule",
+                "--bootstrap",
+                address,
+            ]
+        )
         run(address)
     finally:
+        if forwarder is not None:
+            forwarder.send_signal(signal.SIGTERM)
+            forwarder.wait(60)
         broker.stop(data_dir)
         shutil.rmtree(data_dir, ignore_errors=True)
         print("broker stopped.")

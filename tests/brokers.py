@@ -30,7 +30,6 @@ from tests.support import wait_until
 ROOT = Path(__file__).resolve().parent.parent
 TEST_LABEL = "rmq-kafka-adapter.test"
 OFFICIAL_IMAGE = "apache/kafka:4.3.1"
-CONTAINER_PORT = 9092
 
 
 class Broker(Protocol):
@@ -104,11 +103,15 @@ class LocalProcessBroker:
 
 
 def container_env(host: str, port: int) -> dict[str, str]:
-    """The apache/kafka style environment (KAFKA_* properties) of a one-node broker."""
+    """The apache/kafka style environment (KAFKA_* properties) of a one-node broker.
+
+    The broker listens inside the container on the same port the host maps, because it also
+    connects to its own advertised address (transaction markers, for one): with different
+    ports inside and out, transactions would never complete."""
     settings = {
         "node.id": "1",
         "controller.quorum.voters": "1@localhost:9093",
-        "listeners": f"PLAINTEXT://:{CONTAINER_PORT},CONTROLLER://:9093",
+        "listeners": f"PLAINTEXT://:{port},CONTROLLER://:9093",
         "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         **local_broker.SINGLE_NODE_SETTINGS,
     }
@@ -139,7 +142,7 @@ class ContainerBroker:
         self.container = (
             DockerContainer(image)
             .with_envs(**container_env("127.0.0.1", port))
-            .with_bind_ports(CONTAINER_PORT, port)
+            .with_bind_ports(port, port)
             .with_kwargs(labels={TEST_LABEL: "kafka"})
             .waiting_for(LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(120))
         )

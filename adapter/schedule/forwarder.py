@@ -58,6 +58,7 @@ _PERMANENT = frozenset(
         KafkaError.TOPIC_EXCEPTION,
     }
 )
+_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _BACKOFF = tenacity.wait_exponential(multiplier=0.1, max=30) + tenacity.wait_random(0, 0.1)
 _TOPIC_CACHE_S = 30.0
 
@@ -145,9 +146,7 @@ class ScheduleForwarder:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        producer = Producer(self.config.producer(), logger=log)
-        timeout = self.config.transaction_timeout_ms / 1000 + 30
-        producer.init_transactions(timeout)
+        producer = self._new_producer()
         self._producer = producer
         self._check_layout(producer)
         consumer = Consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP), logger=log)
@@ -162,10 +161,18 @@ class ScheduleForwarder:
         )
 
     def run(self) -> None:
+        """Forward until ``stop()``. Errors of one turn are logged and the next turn goes on
+        after a second (the records of a failed batch stay held); only a fenced worker stops."""
         self.start()
         try:
             while not self._stopping.is_set():
-                self.run_once()
+                try:
+                    self.run_once()
+                except Fenced:
+                    raise
+                except (KafkaException, AdapterError):
+                    log.exception("schedule forwarder turn failed; going on in 1 s")
+                    self._stopping.wait(1.0)
         finally:
             self.close()
 
@@ -282,23 +289,47 @@ class ScheduleForwarder:
         self._heads.put_back(batch.put_back)
         if not batch.sends:
             return 0
-        producer, consumer = self._clients()
         self._failed = []
         try:
-            producer.begin_transaction()
-            for entry, topic, partition, delivery, reason in batch.sends:
-                self._produce(producer, entry, topic, partition, delivery, reason)
-            producer.send_offsets_to_transaction(
-                [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()],
-                consumer.consumer_group_metadata(),
-                self._timeout_s(),
-            )
-            self._commit(producer)
+            self._transact(batch)
         except KafkaException as exc:
-            self._abort(producer, exc, batch)
+            self._heads.put_back(batch.entries)  # nothing of the batch was committed
+            self._recover(exc, batch)
             return 0
         self._committed(batch)
         return len(batch.sends)
+
+    def _transact(self, batch: _Batch) -> None:
+        """Produce the batch and commit it with its consumed positions, in one transaction."""
+        producer, consumer = self._clients()
+        producer.begin_transaction()
+        for entry, topic, partition, delivery, reason in batch.sends:
+            self._produce(producer, entry, topic, partition, delivery, reason)
+        positions = [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()]
+        timeout = self._timeout_s()
+        self._retrying(
+            lambda: producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), timeout
+            )
+        )
+        self._retrying(lambda: producer.commit_transaction(timeout))
+
+    def _retrying(self, operation: Callable[[], None]) -> None:
+        """Run a transactional call again while it fails with a retriable error (a coordinator
+        loading or moving), as librdkafka asks; up to the transaction timeout."""
+        deadline = time.monotonic() + self._timeout_s()
+        while True:
+            try:
+                operation()
+                return
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.txn_requires_abort() or not error.retriable():
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                log.info("transactional call will be retried: %s", error.str())
+                time.sleep(0.1)
 
     def _produce(
         self,
@@ -342,19 +373,8 @@ class ScheduleForwarder:
                     self._doomed[(entry.partition, entry.offset)] = f"refused: {exc.args[0].str()}"
                 raise
 
-    def _commit(self, producer: Producer) -> None:
-        deadline = time.monotonic() + self._timeout_s()
-        while True:
-            try:
-                producer.commit_transaction(self._timeout_s())
-                return
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.retriable() and time.monotonic() < deadline:
-                    continue
-                raise
-
-    def _abort(self, producer: Producer, exc: KafkaException, batch: _Batch) -> None:
+    def _recover(self, exc: KafkaException, batch: _Batch) -> None:
+        """Abort the failed transaction and decide what to do with its records."""
         error: KafkaError = exc.args[0]
         if error.fatal():
             raise Fenced(
@@ -362,14 +382,18 @@ class ScheduleForwarder:
                 "another worker with the same id took over"
             ) from exc
         log.warning("transaction of %d records aborted: %s", len(batch.sends), error.str())
+        producer, _ = self._clients()
         try:
-            producer.abort_transaction(self._timeout_s())
+            self._retrying(lambda: producer.abort_transaction(self._timeout_s()))
         except KafkaException as abort_exc:
             if abort_exc.args[0].fatal():
                 raise Fenced(str(abort_exc)) from abort_exc
-            raise
+            log.warning("abort failed (%s); starting a new producer", abort_exc)
+            self._replace_producer()
         refused: set[int] = set()
         for entry, failure in self._failed:
+            if failure.code() in _PURGED:  # purged by the abort, not refused
+                continue
             if failure.code() in _PERMANENT:
                 self._doomed[(entry.partition, entry.offset)] = f"refused: {failure.str()}"
             else:
@@ -378,7 +402,29 @@ class ScheduleForwarder:
             refused = set(batch.positions)
         for partition in refused:
             self._refuse(partition, error.str())
-        self._heads.put_back(batch.entries)
+
+    def _new_producer(self) -> Producer:
+        """A transactional producer; ``init_transactions`` fences any earlier instance of this
+        worker id and aborts its open transaction."""
+        producer = Producer(self.config.producer(), logger=log)
+        deadline = time.monotonic() + self._timeout_s() + 60
+        while True:
+            try:
+                producer.init_transactions(5.0)
+                return producer
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                if self._stopping.is_set():
+                    raise AdapterError("stopped while initialising transactions") from exc
+                log.info("init_transactions will be retried: %s", exc.args[0].str())
+
+    def _replace_producer(self) -> None:
+        old, self._producer = self._producer, None
+        if old is not None:
+            old.purge()
+            old.flush(0)
+        self._producer = self._new_producer()
 
     def _refuse(self, partition: int, why: str) -> None:
         attempt = self._attempts.get(partition, 0) + 1

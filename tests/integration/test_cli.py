@@ -131,3 +131,26 @@ def test_status_shows_each_levels_backlog_and_the_dead_letters_of_each_group(
     assert int(rows["18"][2]) >= 3, "three messages wait on level 18"
     assert rows["18"][3] == "in"
     assert rows[group][1:] == ["0", "2"], "no retry backlog, two dead letters"
+
+
+def test_the_schedule_worker_serves_metrics_and_stops_cleanly_on_sigterm(
+    system_topics: str,
+) -> None:
+    import urllib.request
+
+    from tests.workers import start_worker
+
+    port = broker.free_port_pair()
+    worker = start_worker(
+        "process",
+        *("adapter.cli", "worker", "schedule", "--bootstrap", system_topics),
+        *("--metrics-port", str(port)),
+    )
+    try:
+        worker.wait_for_output("assigned levels")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:  # noqa: S310
+            text = page.read().decode()
+    finally:
+        assert worker.terminate() == 0
+    assert 'rmq_schedule_backlog{level="1"}' in text
+    assert "rmq_schedule_lateness_seconds_bucket" in text

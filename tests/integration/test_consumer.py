@@ -74,8 +74,10 @@ def test_clustering_consumers_split_the_queues_and_see_each_message_once(
     # Four queues of the topic and the one of %RETRY%<group>, which clustering consumers
     # consume too.
     wait_until(
-        lambda: len(one.assigned_queues()) + len(two.assigned_queues()) == 5
-        and {len(one.assigned_queues()), len(two.assigned_queues())} == {2, 3},
+        lambda: (
+            len(one.assigned_queues()) + len(two.assigned_queues()) == 5
+            and {len(one.assigned_queues()), len(two.assigned_queues())} == {2, 3}
+        ),
         timeout=60,
         what="the group to split five queues three and two",
     )

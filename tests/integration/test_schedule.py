@@ -119,7 +119,7 @@ def test_many_messages_across_levels_all_arrive_exactly_once(
     system_topics: str, start_forwarder, make_producer, new_topic
 ) -> None:
     topic = new_topic(partitions=4)
-    start_forwarder()
+    forwarder = start_forwarder()
     producer = make_producer()
     bodies = [f"m{i}" for i in range(600)]
     for i, body in enumerate(bodies):
@@ -128,6 +128,14 @@ def test_many_messages_across_levels_all_arrive_exactly_once(
 
     records = read_committed(system_topics, topic, len(bodies))
     assert Counter(r.value().decode() for r in records) == Counter(bodies)
+    forwarded = {
+        level: forwarder.registry.get_sample_value("rmq_schedule_forwarded_total", {"level": level})
+        for level in ("1", "2")
+    }
+    assert all(count is not None and count >= 300 for count in forwarded.values()), forwarded
+    lateness = forwarder.registry.get_sample_value("rmq_schedule_lateness_seconds_count")
+    assert lateness is not None
+    assert lateness >= 600
 
 
 def test_a_level_above_the_highest_is_clamped_to_it(
