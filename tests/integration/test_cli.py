@@ -138,6 +138,7 @@ def test_the_schedule_worker_serves_metrics_and_stops_cleanly_on_sigterm(
 ) -> None:
     import urllib.request
 
+    from tests.support import wait_until
     from tests.workers import start_worker
 
     port = broker.free_port_pair()
@@ -146,11 +147,18 @@ def test_the_schedule_worker_serves_metrics_and_stops_cleanly_on_sigterm(
         *("adapter.cli", "worker", "schedule", "--bootstrap", system_topics),
         *("--metrics-port", str(port)),
     )
+
+    def scrape() -> str | None:
+        """The metrics page, once it shows level 1's backlog."""
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as page:  # noqa: S310 - our own port
+            text = page.read().decode()
+        return text if 'rmq_schedule_backlog{level="1"}' in text else None
+
     try:
         worker.wait_for_output("assigned levels")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:  # noqa: S310
-            text = page.read().decode()
+        text = wait_until(scrape, timeout=30, what="the backlog gauge of level 1")
     finally:
         assert worker.terminate() == 0
-    assert 'rmq_schedule_backlog{level="1"}' in text
+    assert 'rmq_schedule_backlog{level="18"}' in text
     assert "rmq_schedule_lateness_seconds_bucket" in text
