@@ -37,6 +37,7 @@ lint: install
 
 bench: install jars
 	$(PY) -m bench.client
+	$(PY) -m bench.delay
 
 install: $(STAMP)
 

@@ -115,6 +115,15 @@ SINGLE_NODE_SETTINGS: dict[str, str] = {
 }
 
 
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's form (URL-safe base64 of 16 bytes), never starting with
+    '-': the storage tool would read such an id as an option, as Kafka's own Uuid avoids."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
 def _port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -219,7 +228,7 @@ def start(config: BrokerConfig) -> str:
         classpath,
     ]
     if not (data_dir / "logs" / "meta.properties").exists():
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cid = new_cluster_id()
         formatted = subprocess.run(  # noqa: S603 - fixed argv, no shell
             [*jvm, "kafka.tools.StorageTool", "format", "-t", cid, "-c", str(properties)],
             capture_output=True,

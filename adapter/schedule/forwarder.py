@@ -7,8 +7,9 @@ to their real topic and queue. Beyond RocketMQ:
 
 - exactly once: the deliveries of a batch and the consumed positions are committed in one Kafka
   transaction (RocketMQ persists progress every 10 s and replays up to 10 s after a crash);
-- on time: the worker waits for the earliest head to fall due (a partition with records waiting
-  is paused, so nothing is fetched or scanned meanwhile) instead of re-scanning every 100 ms;
+- on time: a level whose head is not due is paused and the worker waits exactly until the
+  earliest head falls due (nothing is fetched or scanned meanwhile), then resumes it, instead
+  of re-scanning every 100 ms;
 - scale-out: workers share the level partitions through the consumer group
   ``CID_RMQ_SYS_SCHEDULE``; each has its own transactional id, and a zombie is fenced;
 - a real topic that refuses a delivery is retried with back-off (tenacity's wait strategy)
@@ -208,7 +209,9 @@ class ScheduleForwarder:
         now = _now_ms()
         wakeup = self._heads.next_wakeup_ms()
         wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - now)
-        records = consumer.consume(1000, min(wait_ms, self.config.max_wait_ms) / 1000)
+        records = consumer.consume(
+            self.config.max_batch, min(wait_ms, self.config.max_wait_ms) / 1000
+        )
         for record in records:
             self._accept(record)
         moved = 0
@@ -238,8 +241,11 @@ class ScheduleForwarder:
         self._heads.push(Entry(partition, record.offset() or 0, due, record))
 
     def _update_pauses(self, consumer: Consumer) -> None:
-        pause = [p for p in self._assigned if p not in self._paused and self._heads.holding(p)]
-        resume = [p for p in self._paused if not self._heads.holding(p)]
+        """Pause each level whose head is not due; resume it once the head is due."""
+        now = _now_ms()
+        waits = self._heads.head_waits
+        pause = [p for p in self._assigned if p not in self._paused and waits(p, now)]
+        resume = [p for p in self._paused if not waits(p, now)]
         if pause:
             consumer.pause([TopicPartition(SCHEDULE, p) for p in pause])
             self._paused.update(pause)
@@ -262,7 +268,7 @@ class ScheduleForwarder:
             if reason is None:
                 try:
                     value = entry.item.value() or b""
-                    delivery = delivered(codec.decode_as(ScheduledMessage, value))
+                    delivery = delivered(codec.decode_as(ScheduledMessage, value, canonical=False))
                     topic = naming.sendable_kafka_topic(delivery.topic)
                 except CodecError as exc:
                     reason = f"corrupt: {exc}"
@@ -442,20 +448,23 @@ class ScheduleForwarder:
 
     def _committed(self, batch: _Batch) -> None:
         now = _now_ms()
+        forwarded: dict[int, int] = {}
+        observe = self.metrics.lateness.observe
         for entry, _topic, _partition, delivery, reason in batch.sends:
-            level = str(entry.partition + 1)
-            if delivery is None:
-                self.metrics.parked.labels((reason or "unknown").split(":", 1)[0]).inc()
-                log.error(
-                    "parked level %s offset %d in %s: %s",
-                    level,
-                    entry.offset,
-                    naming.POISON_TOPIC,
-                    reason,
-                )
-            else:
-                self.metrics.forwarded.labels(level).inc()
-                self.metrics.lateness.observe(max(0, now - entry.due_ms) / 1000)
+            if delivery is not None:
+                forwarded[entry.partition] = forwarded.get(entry.partition, 0) + 1
+                observe(max(0, now - entry.due_ms) / 1000)
+                continue
+            self.metrics.parked.labels((reason or "unknown").split(":", 1)[0]).inc()
+            log.error(
+                "parked level %d offset %d in %s: %s",
+                entry.partition + 1,
+                entry.offset,
+                naming.POISON_TOPIC,
+                reason,
+            )
+        for partition, count in forwarded.items():
+            self.metrics.forwarded.labels(str(partition + 1)).inc(count)
         for partition in batch.positions:
             self._attempts.pop(partition, None)
             self._heads.unblock(partition)

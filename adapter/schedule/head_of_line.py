@@ -87,9 +87,14 @@ class HeadOfLine(Generic[T]):
         ]
         return min(times) if times else None
 
-    def holding(self, partition: int) -> bool:
-        """The partition has records waiting here (its fetching should stay paused)."""
-        return bool(self._queues.get(partition))
+    def head_waits(self, partition: int, now_ms: int) -> bool:
+        """The partition's head is not due yet (or the partition is blocked): fetching more of
+        it can wait. Once the head is due, fetching resumes, so the records behind it are
+        already here when they fall due."""
+        queue = self._queues.get(partition)
+        if not queue:
+            return False
+        return queue[0].due_ms > now_ms or self._blocked_until.get(partition, 0) > now_ms
 
     def waiting(self) -> dict[int, int]:
         """How many records wait per partition."""

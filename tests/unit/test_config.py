@@ -52,3 +52,10 @@ def test_broadcasting_consumers_keep_offsets_per_instance() -> None:
     )
     assert config.librdkafka()["group.id"] == "G@i1"
     assert ConsumerConfig(KafkaSettings("a:1"), "G").librdkafka()["group.id"] == "G"
+
+
+def test_a_new_cluster_id_never_starts_with_a_dash() -> None:
+    from adapter.broker import new_cluster_id
+
+    ids = [new_cluster_id() for _ in range(2000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
