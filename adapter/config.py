@@ -42,6 +42,26 @@ DEFAULT_COMMIT_INTERVAL_MS = 1000
 DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
+# Every producer of the adapter waits for all in-sync replicas and never writes a record twice;
+# the room above the largest body is for headers and batch overhead.
+_SAFE_PRODUCER: dict[str, Any] = {"enable.idempotence": True, "acks": "all"}
+_HEADROOM = 64 * 1024
+
+# Every group consumer of the adapter: offsets committed by the adapter itself, only committed
+# records read, new groups from the earliest record, cooperative rebalancing.
+_GROUP_CONSUMER: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest",
+    "isolation.level": "read_committed",
+    "enable.partition.eof": False,
+    "partition.assignment.strategy": "cooperative-sticky",
+    "session.timeout.ms": 10000,
+    "heartbeat.interval.ms": 1000,
+    "fetch.wait.max.ms": 100,
+}
+
+
 class MessageModel(IntEnum):
     """``rocketmq.ffi.MessageModel``."""
 
@@ -108,13 +128,11 @@ class ProducerConfig:
     def librdkafka(self) -> dict[str, Any]:
         settings: dict[str, Any] = {
             "client.id": f"{self.group}@{self.instance_name}",
-            "enable.idempotence": True,
-            "acks": "all",
+            **_SAFE_PRODUCER,
             "linger.ms": 5,
             "message.timeout.ms": self.send_timeout_ms,
             "request.timeout.ms": min(self.send_timeout_ms, 30000),
-            # Room for the body plus headers and batch overhead.
-            "message.max.bytes": self.max_message_size + 64 * 1024,
+            "message.max.bytes": self.max_message_size + _HEADROOM,
         }
         if self.compress_level is not None:
             settings["compression.codec"] = "gzip"
@@ -161,17 +179,9 @@ class ConsumerConfig:
         settings: dict[str, Any] = {
             "group.id": self.kafka_group_id,
             "client.id": f"{self.group}@{self.instance_name}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-            "enable.partition.eof": False,
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 1000,
+            **_GROUP_CONSUMER,
             # RocketMQ's consumeTimeout is 15 minutes; a callback may run that long.
             "max.poll.interval.ms": 15 * 60 * 1000 + 60 * 1000,
-            "fetch.wait.max.ms": 100,
             # RocketMQ clients refresh topic routes every 30 s (pollNameServerInterval).
             "topic.metadata.refresh.interval.ms": 30000,
         }
@@ -181,11 +191,10 @@ class ConsumerConfig:
         """The producer that sends failed messages back (to SCHEDULE or the dead-letter topic)."""
         settings: dict[str, Any] = {
             "client.id": f"{self.group}@{self.instance_name}-send-back",
-            "enable.idempotence": True,
-            "acks": "all",
+            **_SAFE_PRODUCER,
             "linger.ms": 2,
             "message.timeout.ms": self.send_back_timeout_ms,
-            "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + 64 * 1024,
+            "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + _HEADROOM,
         }
         return self.kafka.librdkafka(settings)
 
@@ -240,10 +249,9 @@ class ForwarderConfig:
                 "client.id": self.transactional_id,
                 "transactional.id": self.transactional_id,
                 "transaction.timeout.ms": self.transaction_timeout_ms,
-                "enable.idempotence": True,
-                "acks": "all",
+                **_SAFE_PRODUCER,
                 "linger.ms": 5,
-                "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + 64 * 1024,
+                "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + _HEADROOM,
             }
         )
 
@@ -252,15 +260,7 @@ class ForwarderConfig:
             {
                 "group.id": group,
                 "client.id": self.transactional_id,
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
-                "isolation.level": "read_committed",
-                "enable.partition.eof": False,
-                "partition.assignment.strategy": "cooperative-sticky",
-                "session.timeout.ms": 10000,
-                "heartbeat.interval.ms": 1000,
-                "fetch.wait.max.ms": 100,
+                **_GROUP_CONSUMER,
                 "queued.max.messages.kbytes": 16384,
             }
         )

@@ -46,12 +46,12 @@ from adapter.exceptions import (
     ProducerSendOrderlyFailed,
     ProducerSendSyncFailed,
     ProducerStartFailed,
-    TopicLayoutError,
 )
 from adapter.message import Headers, Message
 from adapter.msgid import new_message_id
 from adapter.routing import queue_for_sharding_key
 from adapter.schedule.envelope import scheduled
+from adapter.topics import check_schedule_partitions, schedule_partitions
 
 log = logging.getLogger(__name__)
 
@@ -284,13 +284,7 @@ class Producer(ClientSettings):
         levels = config.delay_levels
         level = levels.clamp(msg.delay_time_level)
         try:
-            queues = self._schedule_queue_count(client)
-            if queues != levels.max_level:
-                raise TopicLayoutError(
-                    f"{naming.SCHEDULE_TOPIC} has {queues} partitions but the delay level "
-                    f"table has {levels.max_level} levels; run `rmq-adapter topics init` "
-                    "with the same delay levels as RMQ_ADAPTER_DELAY_LEVELS"
-                )
+            check_schedule_partitions(self._schedule_queue_count(client), levels)
             record = scheduled(
                 msg,
                 level=level,
@@ -358,15 +352,12 @@ class Producer(ClientSettings):
             log.warning("oneway send to %s failed: %s", msg.topic(), err.str())
 
     def _schedule_queue_count(self, client: KafkaProducer) -> int:
-        """SCHEDULE_TOPIC_XXXX's partition count, 0 if it is missing. Asked without naming
-        the topic: a metadata request for a missing topic would auto-create it, with the
-        broker's default layout instead of one partition per level."""
+        """SCHEDULE_TOPIC_XXXX's partition count (0 if missing), cached like other topics'."""
         now = time.monotonic()
         cached = self._partitions.get(_SCHEDULE)
         if cached is not None and cached[0] > now:
             return cached[1]
-        info = client.list_topics(timeout=self._send_timeout_s()).topics.get(_SCHEDULE)
-        count = len(info.partitions) if info is not None and info.error is None else 0
+        count = schedule_partitions(client, self._send_timeout_s())
         if count:
             with self._lock:
                 self._partitions[_SCHEDULE] = (now + _METADATA_TTL_S, count)

@@ -41,7 +41,11 @@ class GroupRow:
 
 
 def _coordinator_busy(exc: BaseException) -> bool:
-    return isinstance(exc, KafkaException) and exc.args[0].code() in _COORDINATOR_BUSY
+    """The group coordinator is loading or moving (or the request timed out): ask again."""
+    if not isinstance(exc, KafkaException):
+        return False
+    error: KafkaError = exc.args[0]
+    return error.retriable() or error.code() in _COORDINATOR_BUSY
 
 
 _COORDINATOR_BUSY = frozenset(
@@ -55,7 +59,9 @@ _COORDINATOR_BUSY = frozenset(
     stop=tenacity.stop_after_delay(30),
     reraise=True,
 )
-def _committed(kafka: KafkaSettings, group: str, partitions: list[TopicPartition]) -> list[int]:
+def committed_offsets(
+    kafka: KafkaSettings, group: str, partitions: list[TopicPartition]
+) -> list[int]:
     """The group's committed offsets (-1001 where none). A consumer handle of that group asks,
     not the admin API: librdkafka's ListConsumerGroupOffsets crashed the process here when the
     group coordinator was still loading."""
@@ -77,7 +83,7 @@ def gather(kafka: KafkaSettings, levels: DelayLevels) -> tuple[list[LevelRow], l
         if _SCHEDULE in topics:
             count = len(topics[_SCHEDULE].partitions)
             partitions = [TopicPartition(_SCHEDULE, p) for p in range(count)]
-            committed = _committed(kafka, naming.SCHEDULE_FORWARDER_GROUP, partitions)
+            committed = committed_offsets(kafka, naming.SCHEDULE_FORWARDER_GROUP, partitions)
             for p, position in enumerate(committed):
                 low, high = reader.get_watermark_offsets(partitions[p], timeout=10)
                 start = max(position, low) if position >= 0 else low
@@ -100,7 +106,7 @@ def gather(kafka: KafkaSettings, levels: DelayLevels) -> tuple[list[LevelRow], l
                 parts = [
                     TopicPartition(kinds["retry"], p) for p in topics[kinds["retry"]].partitions
                 ]
-                for tp, position in zip(parts, _committed(kafka, group, parts), strict=True):
+                for tp, position in zip(parts, committed_offsets(kafka, group, parts), strict=True):
                     low, high = reader.get_watermark_offsets(tp, timeout=10)
                     retry_backlog += high - (max(position, low) if position >= 0 else low)
             if "dlq" in kinds:

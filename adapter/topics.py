@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.cimpl import NewTopic
 
 from adapter import naming
@@ -54,6 +56,33 @@ def system_layout(
         TopicSpec(naming.SCHEDULE_TOPIC, levels.max_level, LOG_APPEND_TIME),
         TopicSpec(naming.POISON_TOPIC, 1),
     ]
+
+
+class _ListsTopics(Protocol):
+    def list_topics(self, *, timeout: float) -> ClusterMetadata: ...
+
+
+def schedule_partitions(client: _ListsTopics, timeout_s: float) -> int:
+    """``SCHEDULE_TOPIC_XXXX``'s partition count, 0 when it does not exist.
+
+    Read from the list of all topics on purpose: a metadata request that names a missing topic
+    makes the broker auto-create it, with its default layout instead of one partition per level.
+    """
+    info = client.list_topics(timeout=timeout_s).topics.get(
+        naming.kafka_topic(naming.SCHEDULE_TOPIC)
+    )
+    return len(info.partitions) if info is not None and info.error is None else 0
+
+
+def check_schedule_partitions(count: int, levels: DelayLevels) -> None:
+    """Refuse a ``SCHEDULE_TOPIC_XXXX`` that does not have one partition per delay level."""
+    if count != levels.max_level:
+        raise TopicLayoutError(
+            f"{naming.SCHEDULE_TOPIC} has {count} partitions but the delay level table has "
+            f"{levels.max_level} levels; they must match (one partition per level): run "
+            "`rmq-adapter topics init` with the same delay levels (--delay-levels, "
+            "RMQ_ADAPTER_DELAY_LEVELS)"
+        )
 
 
 def layout_problems(

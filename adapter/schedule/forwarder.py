@@ -38,11 +38,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from adapter import codec, naming
 from adapter.config import ForwarderConfig
-from adapter.exceptions import AdapterError, CodecError, TopicLayoutError
+from adapter.exceptions import AdapterError, CodecError
 from adapter.records import ScheduledMessage
 from adapter.schedule.due import corrected_due_ms, due_ms
 from adapter.schedule.envelope import Delivery, delivered
 from adapter.schedule.head_of_line import Entry, HeadOfLine
+from adapter.topics import check_schedule_partitions, schedule_partitions
 
 log = logging.getLogger("adapter.schedule")
 
@@ -113,12 +114,15 @@ class ForwarderMetrics:
 class _Batch:
     """One transaction's work: what to produce, and the positions it consumes."""
 
-    entries: list[Entry[KafkaRecord]] = field(default_factory=list)
     sends: list[tuple[Entry[KafkaRecord], str, int | None, Delivery | None, str | None]] = field(
         default_factory=list
     )
     positions: dict[int, int] = field(default_factory=dict)
     put_back: list[Entry[KafkaRecord]] = field(default_factory=list)
+
+    @property
+    def entries(self) -> list[Entry[KafkaRecord]]:
+        return [send[0] for send in self.sends]
 
 
 class Fenced(AdapterError):
@@ -149,7 +153,7 @@ class ScheduleForwarder:
     def start(self) -> None:
         producer = self._new_producer()
         self._producer = producer
-        self._check_layout(producer)
+        check_schedule_partitions(schedule_partitions(producer, 30), self.config.levels)
         consumer = Consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP), logger=log)
         consumer.subscribe(
             [SCHEDULE], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
@@ -189,17 +193,6 @@ class ScheduleForwarder:
         if producer is not None:
             producer.flush(5)
         log.info("schedule forwarder %s stopped", self.config.worker_id)
-
-    def _check_layout(self, producer: Producer) -> None:
-        metadata = producer.list_topics(SCHEDULE, timeout=30)
-        topic = metadata.topics.get(SCHEDULE)
-        count = len(topic.partitions) if topic is not None and topic.error is None else 0
-        if count != self.config.levels.max_level:
-            raise TopicLayoutError(
-                f"{naming.SCHEDULE_TOPIC} has {count} partitions but the delay level table has "
-                f"{self.config.levels.max_level} levels; they must match (one partition per "
-                "level): run `rmq-adapter topics init` with the same --delay-levels"
-            )
 
     # -- one turn of the loop ---------------------------------------------------------------
 
@@ -285,7 +278,6 @@ class ScheduleForwarder:
                     partition = delivery.queue_id
             if reason is not None:
                 delivery = None
-            batch.entries.append(entry)
             batch.sends.append((entry, topic, partition, delivery, reason))
             batch.positions[entry.partition] = entry.offset + 1
         return batch
@@ -499,20 +491,22 @@ class ScheduleForwarder:
         log.info("assigned levels %s", sorted(tp.partition + 1 for tp in partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self._forget(tp.partition)
-        log.info("revoked levels %s", sorted(tp.partition + 1 for tp in partitions))
+        self._forget(partitions, "revoked")
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self._forget(tp.partition)
-        log.warning("lost levels %s", sorted(tp.partition + 1 for tp in partitions))
+        self._forget(partitions, "lost", logging.WARNING)
 
-    def _forget(self, partition: int) -> None:
-        self._assigned.discard(partition)
-        self._paused.discard(partition)
-        self._attempts.pop(partition, None)
-        self._heads.drop(partition)
+    def _forget(
+        self, partitions: list[TopicPartition], how: str, level: int = logging.INFO
+    ) -> None:
+        """Drop what is held for these levels: their next owner reads them again from the
+        committed positions."""
+        for tp in partitions:
+            self._assigned.discard(tp.partition)
+            self._paused.discard(tp.partition)
+            self._attempts.pop(tp.partition, None)
+            self._heads.drop(tp.partition)
+        log.log(level, "%s levels %s", how, sorted(tp.partition + 1 for tp in partitions))
 
     # -- observability ----------------------------------------------------------------------
 

@@ -13,16 +13,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapter import naming, topics
+from adapter import naming, status, topics
 from adapter.client import Message, MessageModel, Producer, PushConsumer, SendResult
 from adapter.config import ForwarderConfig, KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.schedule.forwarder import ScheduleForwarder
 from tests.brokers import Broker, start_broker
-from tests.support import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -174,25 +173,9 @@ def send(
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offset per partition (-1001 where none).
-
-    Asked through a consumer handle of the group: librdkafka's admin ListConsumerGroupOffsets
-    can crash the process while the group coordinator is loading."""
-    asker = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    """The group's committed offset per partition (-1001 where none), as `status` reads it."""
     wanted = [TopicPartition(naming.kafka_topic(topic), p) for p in range(partitions)]
-
-    def ask() -> dict[int, int] | None:
-        try:
-            return {tp.partition: tp.offset for tp in asker.committed(wanted, timeout=10)}
-        except KafkaException as exc:  # the coordinator is moving or still loading
-            if exc.args[0].retriable() or exc.args[0].code() == KafkaError.NOT_COORDINATOR:
-                return None
-            raise
-
-    try:
-        return wait_until(ask, timeout=30, interval=0.5, what=f"{group}'s committed offsets")
-    finally:
-        asker.close()
+    return dict(enumerate(status.committed_offsets(KafkaSettings(bootstrap), group, wanted)))
 
 
 def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> str:
