@@ -1,4 +1,4 @@
-"""``rmq-adapter``: the command line of the adapter (broker, topics; workers come later).
+"""``rmq-adapter``: the command line of the adapter (broker, topics, workers, admin).
 
 Not a RocketMQ behaviour by itself: it plays the part of ``mqbroker`` / ``mqadmin`` for a
 Kafka-backed deployment. Every option can also be set with an ``RMQ_ADAPTER_*`` environment
@@ -19,13 +19,15 @@ import click
 from adapter import broker as local_broker
 from adapter import logs, naming, topics
 from adapter.config import (
-    DEFAULT_TRANSACTION_TIMEOUT_MS,
+    DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
+    CoordinatorConfig,
     ForwarderConfig,
     KafkaSettings,
     default_worker_id,
 )
 from adapter.delay import DEFAULT_LEVELS, DelayLevels
 from adapter.exceptions import AdapterError
+from adapter.transaction.state import CheckPolicy
 
 
 def _fail(exc: Exception) -> None:
@@ -134,47 +136,218 @@ def _on_termination(stop: Callable[[], None]) -> None:
         signal.signal(signum, lambda *_: stop())
 
 
+def _common_worker_options(fn: Callable[..., None]) -> Callable[..., None]:
+    options = [
+        click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True),
+        click.option(
+            "--worker-id",
+            envvar="RMQ_ADAPTER_WORKER_ID",
+            default=None,
+            help="Stable id of this worker (its transactional ids); default: host name and PID.",
+        ),
+        click.option(
+            "--kafka-transaction-timeout-ms",
+            envvar="RMQ_ADAPTER_WORKER_KAFKA_TRANSACTION_TIMEOUT_MS",
+            type=int,
+            default=DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
+            help="Kafka's transaction.timeout.ms for the worker's own transactions.",
+        ),
+        click.option("--metrics-port", envvar="RMQ_ADAPTER_METRICS_PORT", type=int, default=None),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _delay_levels_option(fn: Callable[..., None]) -> Callable[..., None]:
+    return click.option(
+        "--delay-levels",
+        envvar="RMQ_ADAPTER_DELAY_LEVELS",
+        default=DEFAULT_LEVELS,
+        help="RocketMQ messageDelayLevel; must match SCHEDULE_TOPIC_XXXX's partition count.",
+    )(fn)
+
+
+def _check_options(fn: Callable[..., None]) -> Callable[..., None]:
+    defaults = CheckPolicy()
+    options = [
+        click.option(
+            "--transaction-timeout-ms",
+            envvar="RMQ_ADAPTER_TRANSACTION_TIMEOUT_MS",
+            type=int,
+            default=defaults.transaction_timeout_ms,
+            help="RocketMQ transactionTimeOut: the first check comes this long after birth.",
+        ),
+        click.option(
+            "--check-interval-ms",
+            envvar="RMQ_ADAPTER_CHECK_INTERVAL_MS",
+            type=int,
+            default=defaults.check_interval_ms,
+            help="RocketMQ transactionCheckInterval: the time between two checks.",
+        ),
+        click.option(
+            "--check-max",
+            envvar="RMQ_ADAPTER_CHECK_MAX",
+            type=int,
+            default=defaults.check_max,
+            help="RocketMQ transactionCheckMax: checks before a message is discarded.",
+        ),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _forwarder_config(
+    bootstrap: str, delay_levels: str, worker_id: str | None, kafka_transaction_timeout_ms: int
+) -> ForwarderConfig:
+    return ForwarderConfig(
+        KafkaSettings.from_env(bootstrap),
+        levels=DelayLevels.parse(delay_levels),
+        worker_id=worker_id or default_worker_id(),
+        kafka_transaction_timeout_ms=kafka_transaction_timeout_ms,
+    )
+
+
+def _coordinator_config(
+    bootstrap: str,
+    worker_id: str | None,
+    kafka_transaction_timeout_ms: int,
+    transaction_timeout_ms: int,
+    check_interval_ms: int,
+    check_max: int,
+) -> CoordinatorConfig:
+    return CoordinatorConfig(
+        KafkaSettings.from_env(bootstrap),
+        policy=CheckPolicy(
+            transaction_timeout_ms=transaction_timeout_ms,
+            check_interval_ms=check_interval_ms,
+            check_max=check_max,
+        ),
+        worker_id=worker_id or default_worker_id(),
+        kafka_transaction_timeout_ms=kafka_transaction_timeout_ms,
+    )
+
+
 @worker.command("schedule")
-@click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True)
-@click.option(
-    "--delay-levels",
-    envvar="RMQ_ADAPTER_DELAY_LEVELS",
-    default=DEFAULT_LEVELS,
-    help="RocketMQ messageDelayLevel; must match SCHEDULE_TOPIC_XXXX's partition count.",
-)
-@click.option(
-    "--worker-id",
-    envvar="RMQ_ADAPTER_WORKER_ID",
-    default=None,
-    help="Stable id of this worker (its transactional id); default: host name and PID.",
-)
-@click.option(
-    "--transaction-timeout-ms",
-    envvar="RMQ_ADAPTER_TRANSACTION_TIMEOUT_MS",
-    type=int,
-    default=DEFAULT_TRANSACTION_TIMEOUT_MS,
-)
-@click.option("--metrics-port", envvar="RMQ_ADAPTER_METRICS_PORT", type=int, default=None)
+@_common_worker_options
+@_delay_levels_option
 def worker_schedule(
     bootstrap: str,
-    delay_levels: str,
     worker_id: str | None,
-    transaction_timeout_ms: int,
+    kafka_transaction_timeout_ms: int,
     metrics_port: int | None,
+    delay_levels: str,
 ) -> None:
     """Forward delayed messages from SCHEDULE_TOPIC_XXXX to their real topics, exactly once."""
-    from adapter.schedule.forwarder import forwarder_main
+    from adapter import workers
 
     try:
-        config = ForwarderConfig(
-            KafkaSettings.from_env(bootstrap),
-            levels=DelayLevels.parse(delay_levels),
-            worker_id=worker_id or default_worker_id(),
-            transaction_timeout_ms=transaction_timeout_ms,
-        )
-        forwarder_main(config, metrics_port, _on_termination)
+        config = _forwarder_config(bootstrap, delay_levels, worker_id, kafka_transaction_timeout_ms)
+        workers.run_in_foreground(workers.forwarder(config), metrics_port, _on_termination)
     except AdapterError as exc:
         _fail(exc)
+
+
+@worker.command("transactions")
+@_common_worker_options
+@_check_options
+def worker_transactions(
+    bootstrap: str,
+    worker_id: str | None,
+    kafka_transaction_timeout_ms: int,
+    metrics_port: int | None,
+    transaction_timeout_ms: int,
+    check_interval_ms: int,
+    check_max: int,
+) -> None:
+    """Apply transaction decisions exactly once and check undecided half messages on time."""
+    from adapter import workers
+
+    try:
+        config = _coordinator_config(
+            bootstrap,
+            worker_id,
+            kafka_transaction_timeout_ms,
+            transaction_timeout_ms,
+            check_interval_ms,
+            check_max,
+        )
+        workers.run_in_foreground(workers.coordinator(config), metrics_port, _on_termination)
+    except AdapterError as exc:
+        _fail(exc)
+
+
+@worker.command("all")
+@_common_worker_options
+@_delay_levels_option
+@_check_options
+def worker_all(
+    bootstrap: str,
+    worker_id: str | None,
+    kafka_transaction_timeout_ms: int,
+    metrics_port: int | None,
+    delay_levels: str,
+    transaction_timeout_ms: int,
+    check_interval_ms: int,
+    check_max: int,
+) -> None:
+    """The transaction coordinator and the schedule forwarder in one process."""
+    from adapter import workers
+
+    try:
+        forwarder = _forwarder_config(
+            bootstrap, delay_levels, worker_id, kafka_transaction_timeout_ms
+        )
+        coordinator = _coordinator_config(
+            bootstrap,
+            worker_id,
+            kafka_transaction_timeout_ms,
+            transaction_timeout_ms,
+            check_interval_ms,
+            check_max,
+        )
+        workers.run_in_foreground(
+            workers.all_workers(forwarder, coordinator), metrics_port, _on_termination
+        )
+    except AdapterError as exc:
+        _fail(exc)
+
+
+@main.group("transactions")
+def transactions_group() -> None:
+    """Pending and discarded transactional messages."""
+
+
+@transactions_group.command("list")
+@click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True)
+@click.option(
+    "--discarded", is_flag=True, help="List TRANS_CHECK_MAX_TIME_TOPIC instead of pending ones."
+)
+def transactions_list(bootstrap: str, discarded: bool) -> None:
+    """Pending half messages with their age, check count and group."""
+    from adapter.transaction import admin
+
+    try:
+        settings = KafkaSettings.from_env(bootstrap)
+        rows = admin.discarded(settings) if discarded else admin.pending(settings)
+    except AdapterError as exc:
+        _fail(exc)
+    click.echo(admin.render(rows, discarded=discarded))
+
+
+@transactions_group.command("resume")
+@click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True)
+@click.argument("transaction_id")
+def transactions_resume(bootstrap: str, transaction_id: str) -> None:
+    """Put a discarded message back into HALF with its check count reset."""
+    from adapter.transaction import admin
+
+    try:
+        partition, offset = admin.resume(KafkaSettings.from_env(bootstrap), transaction_id)
+    except AdapterError as exc:
+        _fail(exc)
+    click.echo(f"resumed {transaction_id} as half message {partition}@{offset}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from typing import Any
 
 from adapter.delay import DEFAULT_LEVELS, DelayLevels
 from adapter.exceptions import ConfigError
+from adapter.transaction.state import CheckPolicy
 
 ENV_PREFIX = "RMQ_ADAPTER_"
 ENV_BOOTSTRAP = ENV_PREFIX + "BOOTSTRAP"
@@ -200,13 +201,25 @@ class ConsumerConfig:
 
 
 ENV_DELAY_LEVELS = ENV_PREFIX + "DELAY_LEVELS"
-DEFAULT_TRANSACTION_TIMEOUT_MS = 10_000
+DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS = 10_000
 
 
 def delay_levels_from_env(environ: Mapping[str, str] | None = None) -> DelayLevels:
     """RocketMQ's ``messageDelayLevel`` from ``RMQ_ADAPTER_DELAY_LEVELS`` (default: 18 levels)."""
     env = os.environ if environ is None else environ
     return DelayLevels.parse(env.get(ENV_DELAY_LEVELS) or DEFAULT_LEVELS)
+
+
+def _check_worker(worker_id: str, kafka_transaction_timeout_ms: int, max_batch: int) -> None:
+    if kafka_transaction_timeout_ms < 1000:
+        raise ConfigError(
+            "the Kafka transaction timeout must be at least 1000 ms, "
+            f"got {kafka_transaction_timeout_ms}"
+        )
+    if max_batch <= 0:
+        raise ConfigError(f"max batch must be positive, got {max_batch}")
+    if not worker_id:
+        raise ConfigError("the worker id must not be empty")
 
 
 def default_worker_id() -> str:
@@ -223,21 +236,16 @@ class ForwarderConfig:
     kafka: KafkaSettings
     levels: DelayLevels = field(default_factory=DelayLevels.parse)
     worker_id: str = field(default_factory=default_worker_id)
-    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    kafka_transaction_timeout_ms: int = DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
+    """Kafka's ``transaction.timeout.ms``: how long a dead worker's open transaction holds
+    back what it wrote, when its successor has another worker id."""
     max_batch: int = 5000
     """Most records forwarded in one Kafka transaction."""
     max_wait_ms: int = 500
     """Longest a poll blocks while nothing is due, so stop() is noticed promptly."""
 
     def __post_init__(self) -> None:
-        if self.transaction_timeout_ms < 1000:
-            raise ConfigError(
-                f"transaction timeout must be at least 1000 ms, got {self.transaction_timeout_ms}"
-            )
-        if self.max_batch <= 0:
-            raise ConfigError(f"max batch must be positive, got {self.max_batch}")
-        if not self.worker_id:
-            raise ConfigError("the worker id must not be empty")
+        _check_worker(self.worker_id, self.kafka_transaction_timeout_ms, self.max_batch)
 
     @property
     def transactional_id(self) -> str:
@@ -248,7 +256,7 @@ class ForwarderConfig:
             {
                 "client.id": self.transactional_id,
                 "transactional.id": self.transactional_id,
-                "transaction.timeout.ms": self.transaction_timeout_ms,
+                "transaction.timeout.ms": self.kafka_transaction_timeout_ms,
                 **_SAFE_PRODUCER,
                 "linger.ms": 5,
                 "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + _HEADROOM,
@@ -262,5 +270,57 @@ class ForwarderConfig:
                 "client.id": self.transactional_id,
                 **_GROUP_CONSUMER,
                 "queued.max.messages.kbytes": 16384,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """The transaction coordinator worker (``rmq-adapter worker transactions``)."""
+
+    kafka: KafkaSettings
+    policy: CheckPolicy = field(default_factory=CheckPolicy)
+    worker_id: str = field(default_factory=default_worker_id)
+    kafka_transaction_timeout_ms: int = DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
+    max_batch: int = 2000
+    """Most decisions, checks and discards applied in one Kafka transaction."""
+    max_wait_ms: int = 500
+    """Longest a poll blocks while nothing is due, so stop() is noticed promptly."""
+
+    def __post_init__(self) -> None:
+        _check_worker(self.worker_id, self.kafka_transaction_timeout_ms, self.max_batch)
+        policy = self.policy
+        for name in ("transaction_timeout_ms", "check_interval_ms", "retention_ms"):
+            if getattr(policy, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(policy, name)}")
+        if policy.check_max < 0:
+            raise ConfigError(f"check max must be 0 or more, got {policy.check_max}")
+
+    @property
+    def transactional_id(self) -> str:
+        return f"rmq-adapter-transactions-{self.worker_id}"
+
+    def producer(self) -> dict[str, Any]:
+        return self.kafka.librdkafka(
+            {
+                "client.id": self.transactional_id,
+                "transactional.id": self.transactional_id,
+                "transaction.timeout.ms": self.kafka_transaction_timeout_ms,
+                **_SAFE_PRODUCER,
+                "linger.ms": 2,
+                "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + _HEADROOM,
+            }
+        )
+
+    def consumer(self, group: str) -> dict[str, Any]:
+        """HALF and END are subscribed together; the range assignor gives one worker
+        partition p of both (they have the same partition count)."""
+        return self.kafka.librdkafka(
+            {
+                "group.id": group,
+                "client.id": self.transactional_id,
+                **_GROUP_CONSUMER,
+                "partition.assignment.strategy": "range",
+                "fetch.wait.max.ms": 20,
             }
         )

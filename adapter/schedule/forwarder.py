@@ -482,7 +482,7 @@ class ScheduleForwarder:
         return self._producer, self._consumer
 
     def _timeout_s(self) -> float:
-        return self.config.transaction_timeout_ms / 1000
+        return self.config.kafka_transaction_timeout_ms / 1000
 
     # -- group membership -------------------------------------------------------------------
 
@@ -524,18 +524,3 @@ class ScheduleForwarder:
             backlog[tp.partition] = max(0, high - position) + waiting.get(tp.partition, 0)
             self.metrics.backlog.labels(str(tp.partition + 1)).set(backlog[tp.partition])
         return backlog
-
-
-def forwarder_main(
-    config: ForwarderConfig,
-    metrics_port: int | None,
-    install_signals: Callable[[Callable[[], None]], None],
-) -> None:
-    """Run a forwarder in the foreground until SIGTERM (used by the CLI)."""
-    from prometheus_client import start_http_server
-
-    forwarder = ScheduleForwarder(config)
-    if metrics_port is not None:
-        start_http_server(metrics_port, addr="127.0.0.1", registry=forwarder.registry)
-    install_signals(forwarder.stop)
-    forwarder.run()

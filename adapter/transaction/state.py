@@ -1,0 +1,399 @@
+"""The transaction coordinator's state for one HALF partition: a pure state machine.
+
+Reproduces RocketMQ's ``EndTransactionProcessor`` and ``TransactionalMessageServiceImpl.check``
+(reference sections 1.4 to 1.9) as decisions, without Kafka and without a clock (every input
+carries ``now_ms``):
+
+- an END decision is validated as ``checkPrepareMessage`` does (producer group, half offset,
+  transaction id); a mismatch is refused. UNKNOWN changes nothing. A late producer END on a
+  half message with ``CHECK_IMMUNITY_TIME_IN_SECONDS`` is refused past max(immunity, timeout),
+  as RocketMQ 5.1.1+ does;
+- each pending half message has its own due time: born + immunity (the transaction timeout,
+  6 s, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``), then every check interval (30 s); at a due time
+  it is checked, or discarded once it was checked ``check_max`` (15) times or is older than the
+  retention (72 h).
+
+Beyond RocketMQ: a second decision for a resolved half message is a counted duplicate, never a
+second delivery, and an END that arrives before its half message waits for it. The state is
+rebuilt after a crash from the OP records (``recover_op``) and the HALF and END records read
+again from the positions :meth:`PartitionState.positions` returned at the last commit; see
+``adapter/transaction/coordinator.py`` for the Kafka side.
+
+Known gaps: a resolved half message's transaction id is remembered for the last
+``RECENT_RESOLVED`` resolutions only; an older late decision is counted as a duplicate without
+checking its transaction id.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from adapter import naming
+from adapter import properties as prop
+from adapter.records import EndTransaction, HalfMessage, OpKind, OpRecord, TransactionDecision
+
+P = TypeVar("P")
+
+RECENT_RESOLVED = 100_000
+"""How many resolutions are remembered to tell a mismatched late decision from a duplicate."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckPolicy:
+    """RocketMQ's broker settings for the check-back, with its defaults."""
+
+    transaction_timeout_ms: int = 6_000
+    """``transactionTimeOut``: the first check comes this long after the message was born."""
+    check_interval_ms: int = 30_000
+    """``transactionCheckInterval``: the time between two checks of one message."""
+    check_max: int = 15
+    """``transactionCheckMax``: a message checked this often is discarded at its next due time."""
+    retention_ms: int = 72 * 3600 * 1000
+    """``fileReservedTime``: a message older than this is discarded at its next due time."""
+    end_wait_ms: int = 10_000
+    """How long an END naming a half message that does not exist yet waits before refusal."""
+
+
+@dataclass(frozen=True, slots=True)
+class HalfInfo:
+    """What the state machine needs to know of a half message."""
+
+    transaction_id: str
+    producer_group: str
+    born_ms: int
+    immunity_ms: int | None = None
+    """``CHECK_IMMUNITY_TIME_IN_SECONDS`` x 1000 when the message carries it."""
+
+
+@dataclass(slots=True)
+class Pending(Generic[P]):
+    """A half message waiting for its decision."""
+
+    offset: int
+    info: HalfInfo
+    payload: P
+    op_mark: int
+    """The OP position from which every OP record about this message can be found."""
+    check_times: int = 0
+    due_ms: int = 0
+
+
+# -- what the state machine asks the shell to do ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Commit(Generic[P]):
+    """Deliver the half message to its real topic and write an OP COMMIT."""
+
+    pending: Pending[P]
+    end: EndTransaction
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback(Generic[P]):
+    """Write an OP ROLLBACK; nothing is delivered."""
+
+    pending: Pending[P]
+    end: EndTransaction
+
+
+@dataclass(frozen=True, slots=True)
+class Check(Generic[P]):
+    """Ask the producer group (check number ``pending.check_times``) and write an OP CHECK."""
+
+    pending: Pending[P]
+
+
+@dataclass(frozen=True, slots=True)
+class Discard(Generic[P]):
+    """Park the half message in ``TRANS_CHECK_MAX_TIME_TOPIC`` and write an OP DISCARD."""
+
+    pending: Pending[P]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """An END record that is not applied, with the reason (logged and counted)."""
+
+    end_offset: int
+    end: EndTransaction | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A decision for a half message that was already resolved (counted, changes nothing)."""
+
+    end_offset: int
+    end: EndTransaction
+
+
+Action = Commit[P] | Rollback[P] | Check[P] | Discard[P] | Refuse | Duplicate
+
+_RESOLVING = frozenset({OpKind.COMMIT, OpKind.ROLLBACK, OpKind.DISCARD})
+
+
+@dataclass(slots=True)
+class _Recovered:
+    """What the OP records say about half messages not read again yet."""
+
+    resolved: dict[int, tuple[str, str]] = field(default_factory=dict)
+    checks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """half offset -> (check times, time of the last check)."""
+    highest: int = -1
+
+
+class PartitionState(Generic[P]):
+    """The pending half messages of one partition and what to do with each decision."""
+
+    def __init__(
+        self,
+        policy: CheckPolicy,
+        *,
+        half_start: int,
+        end_start: int,
+        op_start: int,
+    ) -> None:
+        self.policy = policy
+        self._half_next = half_start
+        self._end_next = end_start
+        self._op_next = op_start
+        self._op_floor: int | None = op_start
+        self._pending: dict[int, Pending[P]] = {}
+        self._due: list[tuple[int, int]] = []
+        self._waiting: dict[int, list[tuple[int, EndTransaction, int]]] = {}
+        self._recent: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._recovered = _Recovered()
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def recover_op(self, op: OpRecord, op_offset: int) -> None:
+        """Replay one OP record read back from the OP position of the last commit."""
+        self._op_next = max(self._op_next, op_offset + 1)
+        if op.half_offset < self._half_next:
+            return  # resolved before the HALF position: nothing will be read again
+        rec = self._recovered
+        rec.highest = max(rec.highest, op.half_offset)
+        if op.kind in _RESOLVING:
+            rec.resolved[op.half_offset] = (op.transaction_id, op.producer_group)
+            rec.checks.pop(op.half_offset, None)
+        elif op.half_offset not in rec.resolved:
+            rec.checks[op.half_offset] = (op.check_times, op.timestamp)
+
+    def recovery_done(self) -> None:
+        """The OP replay reached the end of OP."""
+        self._forget_recovered_behind()
+
+    def op_written(self, next_op_offset: int) -> None:
+        """OP records up to ``next_op_offset`` (exclusive) are committed."""
+        self._op_next = max(self._op_next, next_op_offset)
+
+    # -- inputs -------------------------------------------------------------------------------
+
+    def half(self, offset: int, info: HalfInfo, payload: P, now_ms: int) -> list[Action[P]]:
+        """A half message read from HALF at ``offset`` (offsets arrive in increasing order)."""
+        self._half_next = offset + 1
+        rec = self._recovered
+        known = rec.resolved.pop(offset, None)
+        actions: list[Action[P]] = []
+        if known is not None:
+            self._remember(offset, known)
+        else:
+            pending = Pending(offset, info, payload, self._op_mark())
+            checked = rec.checks.pop(offset, None)
+            if checked is None:
+                pending.due_ms = info.born_ms + self._immunity_ms(info)
+            else:
+                pending.check_times, last_check_ms = checked
+                pending.due_ms = last_check_ms + self.policy.check_interval_ms
+            self._pending[offset] = pending
+            heapq.heappush(self._due, (pending.due_ms, offset))
+        self._forget_recovered_behind()
+        for end_offset, end, _since in self._waiting.pop(offset, []):
+            actions.extend(self._decide(end_offset, end, now_ms))
+        return actions
+
+    def skip_half(self, offset: int) -> list[Action[P]]:
+        """The record at ``offset`` of HALF is not a half message (it was parked)."""
+        self._half_next = offset + 1
+        self._forget_recovered_behind()
+        return [
+            Refuse(end_offset, end, f"no half message at offset {offset}")
+            for end_offset, end, _since in self._waiting.pop(offset, [])
+        ]
+
+    def end(self, offset: int, end: EndTransaction, now_ms: int) -> list[Action[P]]:
+        """A decision read from END at ``offset`` (offsets arrive in increasing order)."""
+        self._end_next = offset + 1
+        if end.half_offset >= self._half_next:
+            self._waiting.setdefault(end.half_offset, []).append((offset, end, now_ms))
+            return []
+        return self._decide(offset, end, now_ms)
+
+    def skip_end(self, offset: int) -> None:
+        """The record at ``offset`` of END is not a decision (it was parked)."""
+        self._end_next = offset + 1
+
+    def due(self, now_ms: int, limit: int) -> list[Action[P]]:
+        """Checks and discards that are due, at most ``limit``, earliest first."""
+        actions: list[Action[P]] = []
+        policy = self.policy
+        while self._due and len(actions) < limit and self._due[0][0] <= now_ms:
+            due_ms, offset = heapq.heappop(self._due)
+            pending = self._pending.get(offset)
+            if pending is None or pending.due_ms != due_ms:
+                continue  # resolved, or re-scheduled
+            if pending.check_times >= policy.check_max:
+                actions.append(self._discard(pending, f"checked {pending.check_times} times"))
+            elif now_ms - pending.info.born_ms > policy.retention_ms:
+                actions.append(self._discard(pending, "older than the retention time"))
+            else:
+                pending.check_times += 1
+                pending.due_ms = now_ms + policy.check_interval_ms
+                heapq.heappush(self._due, (pending.due_ms, offset))
+                actions.append(Check(pending))
+        return actions
+
+    def expire_waiting(self, now_ms: int, half_end_offset: int) -> list[Action[P]]:
+        """Refuse ENDs that waited ``end_wait_ms`` for a half message beyond HALF's end."""
+        actions: list[Action[P]] = []
+        limit = now_ms - self.policy.end_wait_ms
+        for half_offset in [o for o in self._waiting if o >= half_end_offset]:
+            waiting = self._waiting[half_offset]
+            keep = [w for w in waiting if w[2] > limit]
+            actions.extend(
+                Refuse(end_offset, end, f"no half message at offset {half_offset}")
+                for end_offset, end, since in waiting
+                if since <= limit
+            )
+            if keep:
+                self._waiting[half_offset] = keep
+            else:
+                del self._waiting[half_offset]
+        return actions
+
+    # -- reading the state --------------------------------------------------------------------
+
+    def positions(self) -> tuple[int, int, int]:
+        """HALF, END and OP positions to commit: reading again from them rebuilds this state."""
+        half = min(self._pending, default=self._half_next)
+        waiting = [o for ends in self._waiting.values() for o, _e, _s in ends]
+        end = min(waiting, default=self._end_next)
+        marks = [p.op_mark for p in self._pending.values()]
+        if self._op_floor is not None:
+            marks.append(self._op_floor)
+        op = min(marks, default=self._op_next)
+        return half, end, op
+
+    def next_due_ms(self) -> int | None:
+        while self._due:
+            due_ms, offset = self._due[0]
+            pending = self._pending.get(offset)
+            if pending is not None and pending.due_ms == due_ms:
+                return due_ms
+            heapq.heappop(self._due)
+        return None
+
+    def pending(self) -> list[Pending[P]]:
+        return sorted(self._pending.values(), key=lambda p: p.offset)
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def oldest_born_ms(self) -> int | None:
+        return min((p.info.born_ms for p in self._pending.values()), default=None)
+
+    def pending_at(self, offset: int) -> Pending[P] | None:
+        return self._pending.get(offset)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _immunity_ms(self, info: HalfInfo) -> int:
+        if info.immunity_ms is not None:
+            return info.immunity_ms
+        return self.policy.transaction_timeout_ms
+
+    def _op_mark(self) -> int:
+        return self._op_next if self._op_floor is None else min(self._op_floor, self._op_next)
+
+    def _forget_recovered_behind(self) -> None:
+        """Once HALF is read past every offset the OP replay named, the replay is no longer
+        needed: new half messages' OP records all lie after the current OP position."""
+        rec = self._recovered
+        if self._op_floor is not None and self._half_next > rec.highest:
+            self._op_floor = None
+            rec.resolved.clear()
+            rec.checks.clear()
+
+    def _decide(self, end_offset: int, end: EndTransaction, now_ms: int) -> list[Action[P]]:
+        pending = self._pending.get(end.half_offset)
+        if pending is None:
+            known = self._recent.get(end.half_offset)
+            if known is not None and known != (end.transaction_id, end.producer_group):
+                return [Refuse(end_offset, end, self._mismatch(end, *known))]
+            return [Duplicate(end_offset, end)]
+        info = pending.info
+        if (end.transaction_id, end.producer_group) != (info.transaction_id, info.producer_group):
+            return [
+                Refuse(
+                    end_offset, end, self._mismatch(end, info.transaction_id, info.producer_group)
+                )
+            ]
+        if end.decision is TransactionDecision.UNKNOWN:
+            return []
+        if not end.from_check and info.immunity_ms is not None:
+            window = max(info.immunity_ms, self.policy.transaction_timeout_ms)
+            if now_ms - info.born_ms > window:
+                return [
+                    Refuse(
+                        end_offset,
+                        end,
+                        f"decision came {now_ms - info.born_ms} ms after birth, past the "
+                        f"{window} ms immunity window; the check-back decides",
+                    )
+                ]
+        self._resolve(pending)
+        if end.decision is TransactionDecision.COMMIT:
+            return [Commit(pending, end)]
+        return [Rollback(pending, end)]
+
+    def _discard(self, pending: Pending[P], reason: str) -> Discard[P]:
+        self._resolve(pending)
+        return Discard(pending, reason)
+
+    def _resolve(self, pending: Pending[P]) -> None:
+        del self._pending[pending.offset]
+        self._remember(pending.offset, (pending.info.transaction_id, pending.info.producer_group))
+
+    def _remember(self, offset: int, who: tuple[str, str]) -> None:
+        self._recent[offset] = who
+        if len(self._recent) > RECENT_RESOLVED:
+            self._recent.popitem(last=False)
+
+    @staticmethod
+    def _mismatch(end: EndTransaction, transaction_id: str, group: str) -> str:
+        return (
+            f"decision for half offset {end.half_offset} names transaction "
+            f"{end.transaction_id!r} of group {end.producer_group!r}, but that half message is "
+            f"transaction {transaction_id!r} of group {group!r}"
+        )
+
+
+def half_info(half: HalfMessage) -> HalfInfo:
+    """What the state machine needs of a half message; refuses one that can never be delivered
+    or checked (a system topic, an invalid group)."""
+    naming.sendable_kafka_topic(half.topic)
+    naming.validate_group(half.producer_group)
+    immunity: int | None = None
+    raw = half.properties.get(prop.CHECK_IMMUNITY_TIME_IN_SECONDS)
+    if raw is not None:
+        try:
+            immunity = max(0, int(raw)) * 1000
+        except ValueError:
+            immunity = None  # RocketMQ falls back to the transaction timeout
+    return HalfInfo(half.transaction_id, half.producer_group, half.born_timestamp, immunity)
