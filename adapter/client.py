@@ -3,19 +3,19 @@
 Reproduces the public names of ``rocketmq.client`` in rocketmq-client-python 2.0, with the
 same enum values and return types. ``set_name_server_address`` takes Kafka bootstrap servers.
 
-Known gaps: ``TransactionMQProducer`` arrives with the transactions work; ``PullConsumer``
-(not in 2.0's ``__all__``) is not provided.
+Known gaps: ``PullConsumer`` (not in 2.0's ``__all__``) is not provided.
+``TransactionMQProducer`` refuses delayed messages, where the original sends them and the
+broker drops them (see :mod:`adapter.transaction_producer`).
 """
 
 from __future__ import annotations
-
-from enum import IntEnum
 
 from adapter.config import MessageModel
 from adapter.consumer import ConsumeStatus, PushConsumer
 from adapter.message import Message, ReceivedMessage
 from adapter.producer import Producer, SendResult, SendStatus
 from adapter.properties import MessageProperty
+from adapter.transaction_producer import TransactionMQProducer, TransactionStatus
 
 __all__ = [
     "SendStatus",
@@ -23,15 +23,10 @@ __all__ = [
     "ReceivedMessage",
     "Producer",
     "PushConsumer",
+    "TransactionMQProducer",
     "TransactionStatus",
     "ConsumeStatus",
     "SendResult",
     "MessageModel",
     "MessageProperty",
 ]
-
-
-class TransactionStatus(IntEnum):
-    COMMIT = 0
-    ROLLBACK = 1
-    UNKNOWN = 2

@@ -321,6 +321,21 @@ class Producer(ClientSettings):
                 kwargs["partition"] = partition
             if key is not None:
                 kwargs["key"] = key
+        self._produce_and_wait(client, topic, value, kwargs, error, f"{msg_id} to {msg.topic}")
+        return SendResult(SendStatus.OK, msg_id, delivery.offset)
+
+    def _produce_and_wait(
+        self,
+        client: KafkaProducer,
+        topic: str,
+        value: bytes,
+        kwargs: dict[str, Any],
+        error: type[ProducerException],
+        what: str,
+    ) -> None:
+        """Produce one record and wait for its acknowledgement; ``kwargs["on_delivery"]`` is
+        the record's own :class:`_Delivery`. ``error`` (naming ``what``) when it fails."""
+        delivery: _Delivery = kwargs["on_delivery"]
         timeout_s = self._send_timeout_s()
         try:
             client.produce(topic, value, **kwargs)
@@ -339,12 +354,10 @@ class Producer(ClientSettings):
             if time.monotonic() > deadline:
                 break
         if not delivery.done:
-            raise error(f"no acknowledgement within {timeout_s} s for {msg_id} to {msg.topic}")
+            raise error(f"no acknowledgement within {timeout_s} s for {what}")
         if delivery.error is not None:
-            raise error(
-                f"send of {msg_id} to {msg.topic} failed: {delivery.error.str()}"
-            ) from KafkaException(delivery.error)
-        return SendResult(SendStatus.OK, msg_id, delivery.offset)
+            cause = KafkaException(delivery.error)
+            raise error(f"send of {what} failed: {delivery.error.str()}") from cause
 
     def _on_oneway_delivery(self, err: KafkaError | None, msg: KafkaMessage) -> None:
         if err is not None:

@@ -35,7 +35,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapter.transaction.envelope import check_request, committed_delivery
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 from confluent_kafka.admin import AdminClient
@@ -48,6 +47,7 @@ from adapter.exceptions import AdapterError, CodecError
 from adapter.read_back import read_to_end
 from adapter.records import EndTransaction, HalfMessage, OpKind, OpRecord
 from adapter.send_back import ensure_single_queue_topic
+from adapter.transaction.envelope import check_request, committed_delivery
 from adapter.transaction.state import (
     Action,
     Check,

@@ -8,19 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter import naming, status, topics
-from adapter.client import Message, MessageModel, Producer, PushConsumer, SendResult
-from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.client import (
+    Message,
+    MessageModel,
+    Producer,
+    PushConsumer,
+    SendResult,
+    TransactionMQProducer,
+)
+from adapter.config import CoordinatorConfig, ForwarderConfig, KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.schedule.forwarder import ScheduleForwarder
+from adapter.transaction.coordinator import TransactionCoordinator
+from adapter.transaction.state import CheckPolicy
 from tests.brokers import Broker, start_broker
 
 pytestmark = pytest.mark.kafka
@@ -226,3 +236,83 @@ def start_forwarder(system_topics: str) -> Iterator[Callable[..., ScheduleForwar
     for _, thread in running:
         thread.join(30)
         assert not thread.is_alive(), "a forwarder did not stop within 30 s"
+
+
+@pytest.fixture
+def start_coordinator(system_topics: str) -> Iterator[Callable[..., TransactionCoordinator]]:
+    """Factory: a transaction coordinator running on a thread, stopped after the test. Keyword
+    arguments are the check policy (``transaction_timeout_ms``, ``check_interval_ms``, ...)."""
+    running: list[tuple[TransactionCoordinator, threading.Thread]] = []
+
+    def start(bootstrap: str | None = None, **policy: Any) -> TransactionCoordinator:
+        config = CoordinatorConfig(
+            KafkaSettings(bootstrap or system_topics),
+            policy=CheckPolicy(**policy),
+            worker_id=unique("test"),
+            max_wait_ms=200,
+        )
+        coordinator = TransactionCoordinator(config)
+        thread = threading.Thread(target=coordinator.run, name="coordinator", daemon=True)
+        thread.start()
+        running.append((coordinator, thread))
+        return coordinator
+
+    yield start
+    for coordinator, _ in running:
+        coordinator.stop()
+    for _, thread in running:
+        thread.join(30)
+        assert not thread.is_alive(), "a coordinator did not stop within 30 s"
+
+
+@pytest.fixture
+def make_transaction_producer(
+    system_topics: str,
+) -> Iterator[Callable[..., TransactionMQProducer]]:
+    """Factory: a started ``TransactionMQProducer`` of a group, shut down after the test."""
+    producers: list[TransactionMQProducer] = []
+
+    def make(
+        group: str, checker: Callable[..., object], *, bootstrap: str | None = None
+    ) -> TransactionMQProducer:
+        producer = TransactionMQProducer(group, checker)
+        producer.set_name_server_address(bootstrap or system_topics)
+        producer.start()
+        producers.append(producer)
+        return producer
+
+    yield make
+    for producer in producers:
+        producer.shutdown()
+
+
+def read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list:
+    """Every record of Kafka topic ``topic`` (a RocketMQ name) a read_committed reader sees,
+    once ``expected`` are there, and a little longer, so that duplicates would show."""
+    kafka_topic = naming.kafka_topic(topic)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(kafka_topic, timeout=10)
+        partitions = metadata.topics[kafka_topic].partitions
+        consumer.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
+        records: list = []
+        deadline = time.monotonic() + timeout
+        settle_until = None
+        while time.monotonic() < deadline:
+            for record in consumer.consume(500, 0.2):
+                if record.error() is None:
+                    records.append(record)
+            if len(records) >= expected and settle_until is None:
+                settle_until = time.monotonic() + 2.0
+            if settle_until is not None and time.monotonic() > settle_until:
+                break
+        return records
+    finally:
+        consumer.close()

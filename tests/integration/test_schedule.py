@@ -13,7 +13,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message
 from adapter.delay import DelayLevels
-from tests.integration.conftest import unique
+from tests.integration.conftest import read_committed, unique
 from tests.support import Recorder, wait_until
 from tests.workers import start_worker, worker_kinds
 
@@ -33,38 +33,6 @@ def delayed(topic: str, body: str, level: int, **props: str) -> Message:
     for key, value in props.items():
         message.set_property(key, value)
     return message
-
-
-def read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 60) -> list:
-    """Every record of ``topic`` a read_committed reader sees, once ``expected`` are there
-    (and a little longer, so that duplicates would show)."""
-    kafka_topic = naming.kafka_topic(topic)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique("reader"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(kafka_topic, timeout=10)
-        partitions = metadata.topics[kafka_topic].partitions
-        consumer.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
-        records: list = []
-        deadline = time.monotonic() + timeout
-        settle_until = None
-        while time.monotonic() < deadline:
-            for record in consumer.consume(500, 0.2):
-                if record.error() is None:
-                    records.append(record)
-            if len(records) >= expected and settle_until is None:
-                settle_until = time.monotonic() + 2.0
-            if settle_until is not None and time.monotonic() > settle_until:
-                break
-        return records
-    finally:
-        consumer.close()
 
 
 def test_each_of_the_first_levels_delivers_never_before_its_delay(

@@ -82,7 +82,8 @@ def test_a_second_decision_is_a_duplicate_and_delivers_nothing() -> None:
     state.end(0, end("t0", 0), now_ms=20)
     [again] = state.end(1, end("t0", 0), now_ms=30)
     [answer] = state.end(2, end("t0", 0, TransactionDecision.ROLLBACK, from_check=True), 40)
-    assert isinstance(again, Duplicate) and isinstance(answer, Duplicate)
+    assert isinstance(again, Duplicate)
+    assert isinstance(answer, Duplicate)
 
 
 def test_a_decision_naming_another_transaction_or_group_is_refused() -> None:
@@ -90,8 +91,10 @@ def test_a_decision_naming_another_transaction_or_group_is_refused() -> None:
     state.half(0, info("t0"), "body", now_ms=10)
     [wrong_id] = state.end(0, end("t9", 0), now_ms=20)
     [wrong_group] = state.end(1, end("t0", 0, group="PG_OTHER"), now_ms=20)
-    assert isinstance(wrong_id, Refuse) and "t9" in wrong_id.reason
-    assert isinstance(wrong_group, Refuse) and "PG_OTHER" in wrong_group.reason
+    assert isinstance(wrong_id, Refuse)
+    assert "t9" in wrong_id.reason
+    assert isinstance(wrong_group, Refuse)
+    assert "PG_OTHER" in wrong_group.reason
     assert state.pending_count == 1
     state.end(2, end("t0", 0), now_ms=30)
     [late_wrong] = state.end(3, end("t9", 0), now_ms=40)
@@ -112,7 +115,8 @@ def test_a_decision_for_a_half_message_that_never_comes_is_refused_after_the_wai
     state.end(0, end("t0", 7), now_ms=0)
     assert state.expire_waiting(now_ms=5_000, half_end_offset=3) == []
     [refused] = state.expire_waiting(now_ms=10_000, half_end_offset=3)
-    assert isinstance(refused, Refuse) and "offset 7" in refused.reason
+    assert isinstance(refused, Refuse)
+    assert "offset 7" in refused.reason
     assert state.positions()[1] == 1
 
 
@@ -122,7 +126,8 @@ def test_the_first_check_comes_at_birth_plus_the_transaction_timeout() -> None:
     assert state.next_due_ms() == 7_000
     assert state.due(now_ms=6_999, limit=10) == []
     [check] = state.due(now_ms=7_000, limit=10)
-    assert isinstance(check, Check) and check.pending.check_times == 1
+    assert isinstance(check, Check)
+    assert check.pending.check_times == 1
     assert state.next_due_ms() == 37_000
 
 
@@ -136,7 +141,8 @@ def test_a_late_producer_decision_past_the_immunity_window_is_refused() -> None:
     state = new_state()
     state.half(0, info("t0", born=0, immunity_ms=10_000), "body", now_ms=0)
     [late] = state.end(0, end("t0", 0), now_ms=10_001)
-    assert isinstance(late, Refuse) and "immunity" in late.reason
+    assert isinstance(late, Refuse)
+    assert "immunity" in late.reason
     [answer] = state.end(1, end("t0", 0, from_check=True), now_ms=10_002)
     assert isinstance(answer, Commit)
 
@@ -158,7 +164,8 @@ def test_a_message_older_than_the_retention_is_discarded() -> None:
     state = new_state(CheckPolicy(retention_ms=20_000))
     state.half(0, info("t0"), "body", now_ms=0)
     [action] = state.due(now_ms=25_000, limit=10)
-    assert isinstance(action, Discard) and "retention" in action.reason
+    assert isinstance(action, Discard)
+    assert "retention" in action.reason
 
 
 def test_positions_keep_the_oldest_pending_half_message() -> None:

@@ -1,0 +1,1 @@
+"""Transactional messages: the envelopes, the pure coordinator state and its Kafka worker."""
