@@ -5,14 +5,21 @@ The scenario is an order service: it publishes order events (tags ``Created`` / 
 billing consumer subscribes to ``Paid`` only, an audit consumer broadcasts everything, and a
 fulfilment consumer processes each order's events in order. Each new order also schedules a
 payment reminder at delay level 2 (5 s), and billing fails its first attempt at one order
-(RECONSUME_LATER), which comes back through the retry topic at level 3 (10 s). A schedule
-forwarder worker (``rmq-adapter worker schedule``) runs as its own process, as in production.
+(RECONSUME_LATER), which comes back through the retry topic at level 3 (10 s).
+
+Payments are transactional messages: the local transaction records the payment in a SQLite
+database and the message reaches the ledger consumer only if that commits. One payment is
+declined (ROLLBACK: the ledger never sees it) and one local transaction ends without telling
+(UNKNOWN): the coordinator's check-back asks the payment service, which finds the payment in its
+database and commits. ``rmq-adapter worker all`` (transaction coordinator and schedule
+forwarder) runs as its own process, as in production.
 """
 
 from __future__ import annotations
 
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -24,10 +31,21 @@ from pathlib import Path
 from adapter import broker, topics
 
 # The only change a RocketMQ application makes: this import.
-from adapter.client import ConsumeStatus, Message, MessageModel, Producer, PushConsumer
+from adapter.client import (
+    ConsumeStatus,
+    Message,
+    MessageModel,
+    Producer,
+    PushConsumer,
+    TransactionMQProducer,
+    TransactionStatus,
+)
 
 ORDERS = 20
 STEPS = ("Created", "Paid", "Shipped")
+DECLINED = "order-013"
+UNDECIDED = "order-017"
+CHECK_TIMEOUT_MS = 2000  # the demo's --transaction-timeout-ms (RocketMQ's default is 6 s)
 
 
 def wait_for(predicate, timeout: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
@@ -39,7 +57,7 @@ def wait_for(predicate, timeout: float = 60.0) -> bool:  # type: ignore[no-untyp
     return False
 
 
-def run(bootstrap: str) -> None:
+def run(bootstrap: str, data_dir: Path) -> None:
     topic = f"OrderEvents_{int(time.time())}"
     lock = threading.Lock()
     billed: list[str] = []
@@ -158,14 +176,110 @@ def run(bootstrap: str) -> None:
     print(f"                           in that order: {in_order}")
     for instance in ("audit-1", "audit-2"):
         print(f"audit {instance} (broadcast) {audited[instance]} of {total} messages")
+    payments_ok = run_payments(bootstrap, data_dir)
     print("-" * 72)
-    ok = complete and in_order and len(billed) == ORDERS and on_time and retried == [1]
+    ok = (
+        complete
+        and in_order
+        and len(billed) == ORDERS
+        and on_time
+        and retried == [1]
+        and payments_ok
+    )
     print(
         "RESULT: "
         + ("every consumer saw exactly what RocketMQ would deliver" if ok else "INCOMPLETE")
     )
     if not ok:
         raise SystemExit(1)
+
+
+class PaymentService:
+    """Records payments in SQLite; the message goes out only with a committed payment."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, check_same_thread=False)
+        self.db.execute("create table payments (txn text primary key, payment_order text)")
+        self.lock = threading.Lock()
+        self.checks: list[tuple[str, int, float]] = []
+
+    def pay(self, msg, order: str) -> TransactionStatus:  # type: ignore[no-untyped-def]
+        if order == DECLINED:
+            return TransactionStatus.ROLLBACK  # the card was declined: nothing is recorded
+        with self.lock, self.db:
+            self.db.execute("insert into payments values (?, ?)", (msg.id, order))
+        if order == UNDECIDED:
+            return TransactionStatus.UNKNOWN  # committed locally, but the answer got lost
+        return TransactionStatus.COMMIT
+
+    def check(self, msg) -> TransactionStatus:  # type: ignore[no-untyped-def]
+        """The check-back: answer from the database, the durable truth."""
+        with self.lock:
+            self.checks.append(
+                (msg.keys.decode(), int(msg.get_property("TRANSACTION_CHECK_TIMES")))
+            )
+            found = self.db.execute("select 1 from payments where txn = ?", (msg.id,)).fetchone()
+        return TransactionStatus.COMMIT if found else TransactionStatus.ROLLBACK
+
+
+def run_payments(bootstrap: str, data_dir: Path) -> bool:
+    topic = f"Payments_{int(time.time())}"
+    service = PaymentService(data_dir / "payments.db")
+    lock = threading.Lock()
+    ledger: dict[str, int] = defaultdict(int)
+
+    def record(msg) -> ConsumeStatus:  # type: ignore[no-untyped-def]
+        with lock:
+            ledger[msg.keys.decode()] += 1
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    creator = Producer("GID_payments_setup")
+    creator.set_name_server_address(bootstrap)
+    creator.start()
+    hello = Message(topic)
+    hello.set_body("hello")
+    hello.set_tags("Hello")
+    creator.send_sync(hello)  # creates the topic (4 queues)
+    creator.shutdown()
+
+    ledger_consumer = PushConsumer("GID_ledger")
+    ledger_consumer.set_name_server_address(bootstrap)
+    ledger_consumer.subscribe(topic, record, "Payment")
+    ledger_consumer.start()
+    producer = TransactionMQProducer("PID_payments", service.check)
+    producer.set_name_server_address(bootstrap)
+    producer.start()
+    started = time.monotonic()
+    born = 0.0
+    for n in range(ORDERS):
+        order = f"order-{n:03d}"
+        msg = Message(topic)
+        msg.set_keys(order)
+        msg.set_tags("Payment")
+        msg.set_body(f'{{"order": {n}, "amount": {10 * (n + 1)}}}')
+        if order == UNDECIDED:
+            born = time.time()
+        producer.send_message_in_transaction(msg, service.pay, order)
+    send_s = time.monotonic() - started
+    expected = {f"order-{n:03d}" for n in range(ORDERS)} - {DECLINED}
+    complete = wait_for(lambda: set(ledger) == expected, timeout=60)
+    time.sleep(1.0)  # a duplicate would show up now
+    producer.shutdown()
+    ledger_consumer.shutdown()
+
+    once = all(count == 1 for count in ledger.values())
+    checked = [times for order, times, _at in service.checks if order == UNDECIDED]
+    after = [at - born for order, _t, at in service.checks if order == UNDECIDED]
+    print(f"payments (transactional)   {ORDERS} sent in {send_s:.2f} s: 18 committed, 1 declined,")
+    print(f"                           1 undecided ({UNDECIDED}), settled by the check-back")
+    print(f"ledger consumer            {sum(ledger.values())} payments, each exactly once: {once}")
+    print(f"  declined {DECLINED}        seen by the ledger: {DECLINED in ledger}")
+    print(
+        f"  check-back of {UNDECIDED}  {len(checked)} check(s), the first "
+        f"{after[0] if after else 0:.2f} s after sending (timeout {CHECK_TIMEOUT_MS / 1000:.0f} s);"
+        f" committed from the database: {UNDECIDED in ledger}"
+    )
+    return complete and once and DECLINED not in ledger and checked[:1] == [1]
 
 
 def main() -> None:
@@ -175,7 +289,7 @@ def main() -> None:
     forwarder = None
     try:
         topics.init_topics(address, topics.system_layout())
-        print("starting the schedule forwarder worker (rmq-adapter worker schedule)...")
+        print("starting the workers (rmq-adapter worker all: coordinator and forwarder)...")
         forwarder = subprocess.Popen(  # noqa: S603 - fixed argv
             [
                 sys.executable,
@@ -184,12 +298,14 @@ def main() -> None:
                 "--log-level",
                 "WARNING",
                 "worker",
-                "schedule",
+                "all",
                 "--bootstrap",
                 address,
+                "--transaction-timeout-ms",
+                str(CHECK_TIMEOUT_MS),
             ]
         )
-        run(address)
+        run(address, data_dir)
     finally:
         if forwarder is not None:
             forwarder.send_signal(signal.SIGTERM)
