@@ -143,6 +143,9 @@ class TransactionCoordinator:
         self._topics: dict[str, tuple[float, int]] = {}
         self._op_written: dict[int, int] = {}
         self._dirty: set[int] = set()
+        self._in_transaction = False
+        self._to_restore: set[int] = set()
+        """Owned partitions whose state is to be rebuilt from Kafka."""
         self._next_position_commit = 0.0
         self._next_gauges = 0.0
 
@@ -191,12 +194,37 @@ class TransactionCoordinator:
     def run_once(self) -> int:
         """Read, decide, and apply in one Kafka transaction; return how many actions ran."""
         _, consumer = self._clients()
+        if self._to_restore:
+            self._restore_pending()
         wait_ms = self.config.max_wait_ms
         due = [d for d in (s.next_due_ms() for s in self._states.values()) if d is not None]
         if due:
             wait_ms = max(0, min(wait_ms, min(due) - _now_ms()))
         records = consumer.consume(self.config.max_batch, wait_ms / 1000)
         turn = _Turn()
+        try:
+            self._decide(records, turn)
+            self._dirty |= turn.touched
+            if (
+                turn.actions
+                or turn.poison
+                or (self._dirty and time.monotonic() >= self._next_position_commit)
+            ):
+                self._apply(turn)
+        except KafkaException as exc:
+            self._recover(exc.args[0])
+        except Fenced:
+            raise
+        except BaseException:
+            # Whatever was decided in memory for this turn must not outlive it.
+            self._recover(None)
+            raise
+        if time.monotonic() >= self._next_gauges:
+            self._next_gauges = time.monotonic() + 1.0
+            self.update_gauges()
+        return len(turn.actions)
+
+    def _decide(self, records: list[KafkaRecord], turn: _Turn) -> None:
         for record in records:
             self._accept(record, turn)
         now = _now_ms()
@@ -210,17 +238,6 @@ class TransactionCoordinator:
             if expired:
                 turn.actions.extend((partition, a) for a in expired)
                 turn.touched.add(partition)
-        self._dirty |= turn.touched
-        if (
-            turn.actions
-            or turn.poison
-            or (self._dirty and time.monotonic() >= self._next_position_commit)
-        ):
-            self._apply(turn)
-        if time.monotonic() >= self._next_gauges:
-            self._next_gauges = time.monotonic() + 1.0
-            self.update_gauges()
-        return len(turn.actions)
 
     def _accept(self, record: KafkaRecord, turn: _Turn) -> None:
         error = record.error()
@@ -274,36 +291,31 @@ class TransactionCoordinator:
         self._op_written = {}
         dirty, self._dirty = self._dirty, set()
         self._next_position_commit = time.monotonic() + 1.0
-        try:
-            producer.begin_transaction()
-            for record, reason in turn.poison:
-                self._park(producer, record, reason)
-            for partition, action in turn.actions:
-                self._effect(producer, partition, action)
-            offsets: list[TopicPartition] = []
-            for partition in sorted(dirty):
-                state = self._states.get(partition)
-                if state is None:
-                    continue
-                half, end, op = state.positions()
-                offsets += [
-                    TopicPartition(HALF, partition, half),
-                    TopicPartition(END, partition, end),
-                    TopicPartition(OP, partition, op),
-                ]
-            timeout = self._timeout_s()
-            self._retrying(
-                lambda: producer.send_offsets_to_transaction(
-                    offsets, consumer.consumer_group_metadata(), timeout
-                )
+        producer.begin_transaction()
+        self._in_transaction = True
+        for record, reason in turn.poison:
+            self._park(producer, record, reason)
+        for partition, action in turn.actions:
+            self._effect(producer, partition, action)
+        offsets: list[TopicPartition] = []
+        for partition in sorted(dirty):
+            state = self._states.get(partition)
+            if state is None:
+                continue
+            half, end, op = state.positions()
+            offsets += [
+                TopicPartition(HALF, partition, half),
+                TopicPartition(END, partition, end),
+                TopicPartition(OP, partition, op),
+            ]
+        timeout = self._timeout_s()
+        self._retrying(
+            lambda: producer.send_offsets_to_transaction(
+                offsets, consumer.consumer_group_metadata(), timeout
             )
-            self._retrying(lambda: producer.commit_transaction(timeout))
-        except KafkaException as exc:
-            self._recover(exc.args[0])
-            return
-        except AdapterError:
-            self._recover(None)
-            raise
+        )
+        self._retrying(lambda: producer.commit_transaction(timeout))
+        self._in_transaction = False
         for partition, next_op in self._op_written.items():
             state = self._states.get(partition)
             if state is not None:
@@ -454,20 +466,21 @@ class TransactionCoordinator:
         commit: what was decided in memory for the aborted turn is forgotten with it."""
         if error is not None and error.fatal():
             raise Fenced(f"worker {self.config.worker_id} can no longer commit ({error.str()})")
-        log.warning("coordinator transaction aborted: %s", error.str() if error else "error")
+        log.warning("coordinator turn failed: %s", error.str() if error else "see above")
         producer, consumer = self._clients()
-        try:
-            self._retrying(lambda: producer.abort_transaction(self._timeout_s()))
-        except KafkaException as abort_exc:
-            if abort_exc.args[0].fatal():
-                raise Fenced(str(abort_exc)) from abort_exc
-            log.warning("abort failed (%s); starting a new producer", abort_exc)
-            producer.purge()
-            producer.flush(0)
-            self._producer = self._new_producer()
-        partitions = sorted(self._states)
+        if self._in_transaction:
+            self._in_transaction = False
+            try:
+                self._retrying(lambda: producer.abort_transaction(self._timeout_s()))
+            except KafkaException as abort_exc:
+                if abort_exc.args[0].fatal():
+                    raise Fenced(str(abort_exc)) from abort_exc
+                log.warning("abort failed (%s); starting a new producer", abort_exc)
+                producer.purge()
+                producer.flush(0)
+                self._producer = self._new_producer()
+        self._to_restore.update(self._states)
         self._states.clear()
-        self._restore(consumer, partitions, seek=True)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -538,14 +551,19 @@ class TransactionCoordinator:
     # -- group membership and recovery ------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        owned = sorted({tp.partition for tp in partitions if tp.topic == HALF})
-        self._restore(consumer, owned, seek=False)
+        """Newly owned partitions are restored at the start of the next turn (records read
+        before then are ignored, and read again after the seek to the committed positions)."""
+        self._to_restore.update(tp.partition for tp in partitions if tp.topic == HALF)
 
-    def _restore(self, consumer: Consumer, partitions: list[int], *, seek: bool) -> None:
+    def _restore_pending(self) -> None:
+        """Restore the partitions waiting for it; one that fails is tried again next turn."""
+        _, consumer = self._clients()
+        self._restore(consumer, sorted(self._to_restore))
+        self._to_restore.clear()
+
+    def _restore(self, consumer: Consumer, partitions: list[int]) -> None:
         """Build the state of ``partitions`` from the committed positions: OP is read back to
-        its end, HALF and END are then consumed from their positions as usual."""
-        if not partitions:
-            return
+        its end, and HALF and END are consumed again from their positions."""
         wanted = [TopicPartition(t, p) for p in partitions for t in (HALF, END, OP)]
         committed = {
             (tp.topic, tp.partition): tp.offset
@@ -562,10 +580,9 @@ class TransactionCoordinator:
             )
             self._replay_op(p, max(op, 0), state)
             state.recovery_done()
+            for topic, offset in ((HALF, half), (END, end)):
+                consumer.seek(TopicPartition(topic, p, offset if offset >= 0 else 0))
             self._states[p] = state
-            if seek:
-                for topic, offset in ((HALF, half), (END, end)):
-                    consumer.seek(TopicPartition(topic, p, offset if offset >= 0 else 0))
         log.info("coordinating partitions %s", partitions)
 
     def _replay_op(self, partition: int, start: int, state: PartitionState[bytes]) -> None:
@@ -591,6 +608,7 @@ class TransactionCoordinator:
         gone = sorted({tp.partition for tp in partitions if tp.topic == HALF})
         for p in gone:
             self._states.pop(p, None)
+            self._to_restore.discard(p)
         if gone:
             log.info("%s partitions %s", how, gone)
 
