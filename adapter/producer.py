@@ -94,6 +94,9 @@ class _Delivery:
 class Producer(ClientSettings):
     """Drop-in for ``rocketmq.client.Producer``; Kafka bootstrap servers stand for name servers."""
 
+    _wait_by_flush = True
+    """How a synchronous send waits: ``flush()`` (one sender at a time) or ``poll()``."""
+
     def __init__(
         self,
         group_id: str,
@@ -349,8 +352,12 @@ class Producer(ClientSettings):
             raise error(str(exc)) from exc
         deadline = time.monotonic() + timeout_s + 1.0
         while not delivery.done:
-            # flush() sends at once, ignoring linger.ms, which is what a synchronous send wants.
-            client.flush(max(0.0, deadline - time.monotonic()))
+            if self._wait_by_flush:
+                # flush() sends at once, ignoring linger.ms: what one synchronous sender wants.
+                client.flush(max(0.0, deadline - time.monotonic()))
+            else:
+                # Only this record's report: flush() would also wait for other threads' records.
+                client.poll(0.002)
             if time.monotonic() > deadline:
                 break
         if not delivery.done:

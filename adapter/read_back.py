@@ -29,26 +29,34 @@ READER_SETTINGS: dict[str, Any] = {
 
 
 def read_to_end(
-    settings: dict[str, Any], topic: str, partition: int, start: int, timeout_s: float
+    settings: dict[str, Any], topic: str, starts: dict[int, int], timeout_s: float
 ) -> Iterator[KafkaRecord]:
-    """Every committed record of ``topic`` partition ``partition`` from ``start`` (or its first
-    record, when ``start`` is negative) to the end; ``AdapterError`` if that takes too long."""
+    """Every committed record of the partitions of ``topic`` named in ``starts``, each from
+    its start offset (its first record when negative) to its end; ``AdapterError`` if that
+    takes longer than ``timeout_s``."""
+    if not starts:
+        return
     conf = {"group.id": "rmq-adapter-read-back", **settings, **READER_SETTINGS}
     reader = Consumer(conf)
     try:
-        reader.assign([TopicPartition(topic, partition, start if start >= 0 else -2)])
+        reader.assign(
+            [TopicPartition(topic, p, start if start >= 0 else -2) for p, start in starts.items()]
+        )
+        open_partitions = set(starts)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            record = reader.poll(0.5)
+            record = reader.poll(0.2)
             if record is None:
                 continue
             error = record.error()
             if error is None:
                 yield record
             elif error.code() == KafkaError._PARTITION_EOF:
-                return
+                open_partitions.discard(record.partition() or 0)
+                if not open_partitions:
+                    return
             elif error.fatal() or not error.retriable():
                 raise KafkaException(error)
-        raise AdapterError(f"{topic} partition {partition} could not be read back in {timeout_s} s")
+        raise AdapterError(f"{topic} could not be read back within {timeout_s} s")
     finally:
         reader.close()

@@ -125,6 +125,10 @@ class TransactionMQProducer(Producer):
     """Drop-in for ``rocketmq.client.TransactionMQProducer``; Kafka bootstrap servers stand
     for name servers."""
 
+    # Applications call send_message_in_transaction from many threads, and END records are
+    # sent without waiting: each half message waits for its own acknowledgement only.
+    _wait_by_flush = False
+
     def __init__(
         self,
         group_id: str,

@@ -15,6 +15,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -36,6 +37,9 @@ def worker_kinds() -> list[str]:
 
 
 class ProcessWorker:
+    """A child process whose output is drained on a thread (a full pipe would block it) and
+    kept, so that ``wait_for_output`` sees every line printed since the start."""
+
     def __init__(self, module: str, *args: str) -> None:
         self.process = subprocess.Popen(  # noqa: S603 - fixed argv
             [sys.executable, "-m", module, *args],
@@ -43,16 +47,24 @@ class ProcessWorker:
             stdout=subprocess.PIPE,
             text=True,
         )
+        self.lines: list[str] = []
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
 
     def wait_for_output(self, line: str, timeout: float = 60.0) -> None:
-        assert self.process.stdout is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            got = self.process.stdout.readline()
-            if line in got:
+            if any(line in got for got in list(self.lines)):
                 return
-            if not got and self.process.poll() is not None:
-                raise AssertionError(f"the worker exited with {self.process.returncode}")
+            if self.process.poll() is not None and not self._drainer.is_alive():
+                tail = "".join(self.lines[-20:])
+                raise AssertionError(f"the worker exited with {self.process.returncode}:\n{tail}")
+            time.sleep(0.05)
         raise AssertionError(f"the worker did not print {line!r} within {timeout} s")
 
     def kill(self) -> None:

@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from adapter import codec, naming
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError, CodecError
+from adapter.fetch import fetch
 from adapter.records import ScheduledMessage
 from adapter.schedule.due import corrected_due_ms, due_ms
 from adapter.schedule.envelope import Delivery, delivered
@@ -202,8 +203,8 @@ class ScheduleForwarder:
         now = _now_ms()
         wakeup = self._heads.next_wakeup_ms()
         wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - now)
-        records = consumer.consume(
-            self.config.max_batch, min(wait_ms, self.config.max_wait_ms) / 1000
+        records = fetch(
+            consumer, self.config.max_batch, min(wait_ms, self.config.max_wait_ms) / 1000
         )
         for record in records:
             self._accept(record)

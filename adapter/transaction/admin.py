@@ -76,7 +76,7 @@ def pending(kafka: KafkaSettings) -> list[Row]:
         state: PartitionState[HalfMessage] = PartitionState(
             CheckPolicy(), half_start=half_start, end_start=0, op_start=op_start
         )
-        for record in read_to_end(reader, OP, p, op_start, _READ_TIMEOUT_S):
+        for record in read_to_end(reader, OP, {p: op_start}, _READ_TIMEOUT_S):
             try:
                 state.recover_op(
                     codec.decode_as(OpRecord, record.value() or b""), record.offset() or 0
@@ -85,7 +85,7 @@ def pending(kafka: KafkaSettings) -> list[Row]:
                 continue
         state.recovery_done()
         now = _now_ms()
-        for record in read_to_end(reader, HALF, p, half_start, _READ_TIMEOUT_S):
+        for record in read_to_end(reader, HALF, {p: half_start}, _READ_TIMEOUT_S):
             offset = record.offset() or 0
             try:
                 half = codec.decode_as(HalfMessage, record.value() or b"")
@@ -116,7 +116,7 @@ def pending(kafka: KafkaSettings) -> list[Row]:
 def discarded(kafka: KafkaSettings) -> list[Row]:
     """Every message parked in ``TRANS_CHECK_MAX_TIME_TOPIC``, with the reason."""
     rows: list[Row] = []
-    for record in read_to_end(kafka.librdkafka({}), DISCARDED, 0, -2, _READ_TIMEOUT_S):
+    for record in read_to_end(kafka.librdkafka({}), DISCARDED, {0: -2}, _READ_TIMEOUT_S):
         headers = cast(dict[str, bytes], dict(record.headers() or []))
         try:
             half = codec.decode_as(HalfMessage, record.value() or b"")
@@ -141,7 +141,7 @@ def resume(kafka: KafkaSettings, transaction_id: str) -> tuple[int, int]:
     """Write the discarded message of ``transaction_id`` back to HALF as a new half message;
     return its partition and offset."""
     found: HalfMessage | None = None
-    for record in read_to_end(kafka.librdkafka({}), DISCARDED, 0, -2, _READ_TIMEOUT_S):
+    for record in read_to_end(kafka.librdkafka({}), DISCARDED, {0: -2}, _READ_TIMEOUT_S):
         if (record.key() or b"") == transaction_id.encode():
             try:
                 found = codec.decode_as(HalfMessage, record.value() or b"")

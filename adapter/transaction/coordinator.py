@@ -44,6 +44,7 @@ from adapter import codec, naming
 from adapter import properties as prop
 from adapter.config import CoordinatorConfig
 from adapter.exceptions import AdapterError, CodecError
+from adapter.fetch import fetch
 from adapter.read_back import read_to_end
 from adapter.records import EndTransaction, HalfMessage, OpKind, OpRecord
 from adapter.send_back import ensure_single_queue_topic
@@ -144,6 +145,8 @@ class TransactionCoordinator:
         self._op_written: dict[int, int] = {}
         self._dirty: set[int] = set()
         self._in_transaction = False
+        self._end_read_ms: dict[int, int] = {}
+        """Per partition, the time the last END record read was written."""
         self._to_restore: set[int] = set()
         """Owned partitions whose state is to be rebuilt from Kafka."""
         self._next_position_commit = 0.0
@@ -200,7 +203,7 @@ class TransactionCoordinator:
         due = [d for d in (s.next_due_ms() for s in self._states.values()) if d is not None]
         if due:
             wait_ms = max(0, min(wait_ms, min(due) - _now_ms()))
-        records = consumer.consume(self.config.max_batch, wait_ms / 1000)
+        records = fetch(consumer, self.config.max_batch, wait_ms / 1000)
         turn = _Turn()
         try:
             self._decide(records, turn)
@@ -225,12 +228,14 @@ class TransactionCoordinator:
         return len(turn.actions)
 
     def _decide(self, records: list[KafkaRecord], turn: _Turn) -> None:
+        _, consumer = self._clients()
         for record in records:
             self._accept(record, turn)
         now = _now_ms()
         room = self.config.max_batch
         for partition, state in self._states.items():
-            for action in state.due(now, max(0, room - len(turn.actions))):
+            read_to = self._decisions_read_to_ms(consumer, partition)
+            for action in state.due(now, max(0, room - len(turn.actions)), read_to):
                 turn.actions.append((partition, action))
                 turn.touched.add(partition)
             half_end = self._half_end(partition)
@@ -282,6 +287,9 @@ class TransactionCoordinator:
                 state.skip_end(offset)
                 return
             actions = state.end(offset, end, now)
+            self._end_read_ms[partition] = max(
+                self._end_read_ms.get(partition, 0), record.timestamp()[1]
+            )
         turn.actions.extend((partition, a) for a in actions)
 
     # -- applying a turn --------------------------------------------------------------------
@@ -535,6 +543,14 @@ class TransactionCoordinator:
         self._topics[topic] = (time.monotonic() + (_TOPIC_CACHE_S if count else 1.0), count)
         return count
 
+    def _decisions_read_to_ms(self, consumer: Consumer, partition: int) -> int | None:
+        """None when END p is read to its end; else the time of the last decision read."""
+        [position] = consumer.position([TopicPartition(END, partition)])
+        _, high = consumer.get_watermark_offsets(TopicPartition(END, partition), cached=True)
+        if high is None or high < 0 or position.offset < 0 or position.offset >= high:
+            return None
+        return self._end_read_ms.get(partition, 0)
+
     def _half_end(self, partition: int) -> int | None:
         _, consumer = self._clients()
         _, high = consumer.get_watermark_offsets(TopicPartition(HALF, partition), cached=True)
@@ -569,34 +585,37 @@ class TransactionCoordinator:
             (tp.topic, tp.partition): tp.offset
             for tp in consumer.committed(wanted, timeout=self._timeout_s() + 30)
         }
-        for p in partitions:
-            half, end = committed[(HALF, p)], committed[(END, p)]
-            op = committed[(OP, p)]
-            state: PartitionState[bytes] = PartitionState(
+        states: dict[int, PartitionState[bytes]] = {
+            p: PartitionState(
                 self.config.policy,
-                half_start=max(half, 0),
-                end_start=max(end, 0),
-                op_start=max(op, 0),
+                half_start=max(committed[(HALF, p)], 0),
+                end_start=max(committed[(END, p)], 0),
+                op_start=max(committed[(OP, p)], 0),
             )
-            self._replay_op(p, max(op, 0), state)
+            for p in partitions
+        }
+        self._replay_op({p: max(committed[(OP, p)], 0) for p in partitions}, states)
+        for p, state in states.items():
             state.recovery_done()
-            for topic, offset in ((HALF, half), (END, end)):
+            for topic in (HALF, END):
+                offset = committed[(topic, p)]
                 consumer.seek(TopicPartition(topic, p, offset if offset >= 0 else 0))
             self._states[p] = state
         log.info("coordinating partitions %s", partitions)
 
-    def _replay_op(self, partition: int, start: int, state: PartitionState[bytes]) -> None:
+    def _replay_op(self, starts: dict[int, int], states: dict[int, PartitionState[bytes]]) -> None:
         replayed = 0
         timeout = self._timeout_s() + 60
-        for record in read_to_end(self.config.kafka.librdkafka({}), OP, partition, start, timeout):
+        for record in read_to_end(self.config.kafka.librdkafka({}), OP, starts, timeout):
+            partition, offset = record.partition() or 0, record.offset() or 0
             try:
                 op = codec.decode_as(OpRecord, record.value() or b"", canonical=False)
             except CodecError as exc:
-                log.error("OP %d@%d does not decode (%s); skipped", partition, record.offset(), exc)
+                log.error("OP %d@%d does not decode (%s); skipped", partition, offset, exc)
                 continue
-            state.recover_op(op, record.offset() or 0)
+            states[partition].recover_op(op, offset)
             replayed += 1
-        log.info("partition %d: replayed %d OP records from %d", partition, replayed, start)
+        log.info("replayed %d OP records of partitions %s", replayed, sorted(starts))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._forget(partitions, "revoked")
@@ -609,6 +628,7 @@ class TransactionCoordinator:
         for p in gone:
             self._states.pop(p, None)
             self._to_restore.discard(p)
+            self._end_read_ms.pop(p, None)
         if gone:
             log.info("%s partitions %s", how, gone)
 

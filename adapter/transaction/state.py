@@ -238,11 +238,19 @@ class PartitionState(Generic[P]):
         """The record at ``offset`` of END is not a decision (it was parked)."""
         self._end_next = offset + 1
 
-    def due(self, now_ms: int, limit: int) -> list[Action[P]]:
-        """Checks and discards that are due, at most ``limit``, earliest first."""
+    def due(
+        self, now_ms: int, limit: int, decisions_read_to_ms: int | None = None
+    ) -> list[Action[P]]:
+        """Checks and discards that are due, at most ``limit``, earliest first.
+
+        ``decisions_read_to_ms``: END has been read up to decisions written at that time (None:
+        up to its end). A message due later is not checked yet, since its decision may be
+        waiting unread in END (RocketMQ's rule: check only once the op queue was read past
+        the message); otherwise every backlog would cause a storm of needless checks."""
         actions: list[Action[P]] = []
         policy = self.policy
-        while self._due and len(actions) < limit and self._due[0][0] <= now_ms:
+        bound = now_ms if decisions_read_to_ms is None else min(now_ms, decisions_read_to_ms)
+        while self._due and len(actions) < limit and self._due[0][0] <= bound:
             due_ms, offset = heapq.heappop(self._due)
             pending = self._pending.get(offset)
             if pending is None or pending.due_ms != due_ms:

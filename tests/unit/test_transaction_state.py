@@ -418,3 +418,11 @@ def test_a_successor_that_commits_before_reading_half_again_keeps_what_op_said()
     cluster.commit()
     assert cluster.delivered == {1: 1}
     assert [p.offset for p in cluster.state.pending()] == [0]
+
+
+def test_no_check_while_the_decisions_written_before_the_due_time_are_unread() -> None:
+    state = new_state()
+    state.half(0, info("t0", born=0), "body", now_ms=0)
+    assert state.due(now_ms=60_000, limit=10, decisions_read_to_ms=5_999) == []
+    [check] = state.due(now_ms=60_000, limit=10, decisions_read_to_ms=6_000)
+    assert isinstance(check, Check)
