@@ -38,6 +38,7 @@ lint: install
 bench: install jars
 	$(PY) -m bench.client
 	$(PY) -m bench.delay
+	$(PY) -m bench.transactions
 
 install: $(STAMP)
 
