@@ -75,13 +75,14 @@ class SendResult(NamedTuple):
 class _Delivery:
     """Receives one delivery report."""
 
-    __slots__ = ("error", "offset", "partition", "done")
+    __slots__ = ("error", "offset", "partition", "done", "event")
 
     def __init__(self) -> None:
         self.error: KafkaError | None = None
         self.offset = -1
         self.partition = -1
         self.done = False
+        self.event = threading.Event()
 
     def __call__(self, err: KafkaError | None, msg: KafkaMessage) -> None:
         self.error = err
@@ -89,13 +90,15 @@ class _Delivery:
             self.offset = msg.offset() or 0
             self.partition = msg.partition() or 0
         self.done = True
+        self.event.set()
 
 
 class Producer(ClientSettings):
     """Drop-in for ``rocketmq.client.Producer``; Kafka bootstrap servers stand for name servers."""
 
     _wait_by_flush = True
-    """How a synchronous send waits: ``flush()`` (one sender at a time) or ``poll()``."""
+    """How a synchronous send waits: ``flush()`` (one sender at a time), or for its own
+    delivery report, served by a poller thread of the subclass."""
 
     def __init__(
         self,
@@ -356,8 +359,9 @@ class Producer(ClientSettings):
                 # flush() sends at once, ignoring linger.ms: what one synchronous sender wants.
                 client.flush(max(0.0, deadline - time.monotonic()))
             else:
-                # Only this record's report: flush() would also wait for other threads' records.
-                client.poll(0.002)
+                # A poller thread serves the reports; flush() would also wait for every other
+                # thread's records.
+                delivery.event.wait(max(0.0, deadline - time.monotonic()))
             if time.monotonic() > deadline:
                 break
         if not delivery.done:

@@ -149,7 +149,9 @@ class TransactionMQProducer(Producer):
         self._user_args = user_args
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
+        self._poller: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._reports_done = threading.Event()
         self.end_failures = 0
         """END records Kafka did not acknowledge (adapter extension; the check settles them)."""
 
@@ -182,6 +184,7 @@ class TransactionMQProducer(Producer):
             raise ProducerStartFailed(message) from exc
         self._config, self._client, self._consumer = config, client, consumer
         self._stopping.clear()
+        self._reports_done.clear()
         self._thread = threading.Thread(
             target=self._answer_checks,
             args=(consumer, client),
@@ -189,6 +192,15 @@ class TransactionMQProducer(Producer):
             daemon=True,
         )
         self._thread.start()
+        self._poller = threading.Thread(
+            target=self._serve_reports, args=(client,), name=f"reports-{config.group}", daemon=True
+        )
+        self._poller.start()
+
+    def _serve_reports(self, client: KafkaProducer) -> None:
+        """Serve delivery reports, which wake the senders waiting for their half message."""
+        while not self._reports_done.is_set():
+            client.poll(0.1)
 
     def shutdown(self) -> None:
         """Stop answering checks (waiting up to 10 s for a running ``checker_callback``),
@@ -196,8 +208,12 @@ class TransactionMQProducer(Producer):
         self._stopping.set()
         thread, self._thread = self._thread, None
         consumer, self._consumer = self._consumer, None
+        poller, self._poller = self._poller, None
         if thread is not None:
             thread.join(_SHUTDOWN_WAIT_S)
+        self._reports_done.set()
+        if poller is not None:
+            poller.join(_SHUTDOWN_WAIT_S)
         if consumer is not None:
             if thread is not None and thread.is_alive():
                 log.error(

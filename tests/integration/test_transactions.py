@@ -461,3 +461,25 @@ def test_a_transactional_message_with_a_delay_is_refused_before_anything_is_sent
     with pytest.raises(ProducerSendSyncFailed, match="delay"):
         producer.send_message_in_transaction(msg, local)
     assert local.seen == []
+
+
+def test_a_successor_coordinator_goes_on_counting_checks_where_its_predecessor_stopped(
+    system_topics, start_coordinator, make_transaction_producer, new_topic, new_group
+) -> None:
+    first = start_coordinator(**FAST)
+    topic = new_topic(partitions=1)
+    checker = answers(TransactionStatus.UNKNOWN)
+    producer = make_transaction_producer(new_group("PG"), checker)
+    sent = producer.send_message_in_transaction(message(topic, "undecided"), answers(None))
+    wait_until(lambda: checker.seen, timeout=30, what="the first check")
+
+    first.stop()
+    start_coordinator(**FAST)
+
+    def parked() -> list[admin.Row]:
+        rows = admin.discarded(KafkaSettings(system_topics))
+        return [r for r in rows if r.transaction_id == sent.msg_id]
+
+    wait_until(parked, timeout=60, what="the discard by the successor")
+    times = [m.get_property(prop.TRANSACTION_CHECK_TIMES) for m in checker.seen]
+    assert times == [b"1", b"2", b"3"], "the count survives the takeover, no check is repeated"
