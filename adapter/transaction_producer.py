@@ -78,7 +78,9 @@ _SHUTDOWN_WAIT_S = 10.0
 _RETRY_ANSWER_S = 0.5
 _LOOKUP_RETRY_S = 0.1
 
-# The transactional producer sends one small half message at a time and waits for it.
+# Each sender waits for its half message's acknowledgement, so the linger is short. Alone with
+# the broker, linger.ms 0 sent more (8 threads: 2,723 transactions/s against 1,486), but with a
+# coordinator and a reader on the same 2 cores, 1 ms did (757/s against 567): fewer requests.
 _PRODUCER_SETTINGS: dict[str, Any] = {
     "linger.ms": 1,
     # The real topic's metadata is read to see whether it exists: never create it doing so.
@@ -263,7 +265,6 @@ class TransactionMQProducer(Producer):
             _HALF,
             value,
             {
-                "key": transaction_id,
                 "headers": [(prop.UNIQ_KEY, transaction_id.encode())],
                 "on_delivery": delivery,
             },
@@ -336,7 +337,6 @@ class TransactionMQProducer(Producer):
                     _END,
                     value,
                     partition=end.half_partition,
-                    key=end.transaction_id,
                     on_delivery=self._on_end_delivery,
                 )
                 break
@@ -436,7 +436,6 @@ class TransactionMQProducer(Producer):
             )
             kwargs = {
                 "partition": request.half_partition,
-                "key": tid,
                 "on_delivery": _Delivery(),
             }
             try:
