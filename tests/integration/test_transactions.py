@@ -7,12 +7,14 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 from collections import Counter
 
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer as KafkaProducer
 
+from adapter import broker as local_broker
 from adapter import codec, naming
 from adapter import properties as prop
 from adapter.cli import main as cli
@@ -428,12 +430,19 @@ def test_a_coordinator_killed_mid_stream_commits_every_message_exactly_once(
 def test_worker_all_runs_the_forwarder_and_the_coordinator_in_one_process(
     system_topics, make_transaction_producer, make_producer, new_topic, new_group
 ) -> None:
+    port = local_broker.free_port_pair()
     worker = start_worker(
         "process",
-        *("adapter.cli", "worker", "all", "--bootstrap", system_topics, "--metrics-port", "0"),
-        "--transaction-timeout-ms",
-        "1500",
+        *("adapter.cli", "worker", "all", "--bootstrap", system_topics),
+        *("--metrics-port", str(port), "--transaction-timeout-ms", "1500"),
     )
+
+    def metric(name: str) -> float:
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as page:  # noqa: S310 - our own port
+            lines = page.read().decode().splitlines()
+        return sum(float(line.split()[-1]) for line in lines if line.startswith(name))
+
     try:
         worker.wait_for_output("transaction coordinator")  # the forwarder proves itself below
         topic = new_topic(partitions=1)
@@ -445,8 +454,16 @@ def test_worker_all_runs_the_forwarder_and_the_coordinator_in_one_process(
         delayed.set_delay_time_level(1)
         make_producer().send_sync(delayed)
         assert bodies(read_committed(system_topics, topic, 2)) == Counter({"txn": 1, "delayed": 1})
+        wait_until(
+            lambda: (
+                metric("rmq_transactions_commits_total") >= 1
+                and metric("rmq_schedule_forwarded_total") >= 1
+            ),
+            timeout=30,
+            what="both workers' metrics on one endpoint",
+        )
     finally:
-        assert worker.terminate() == 0
+        assert worker.terminate() == 0, "both workers stop cleanly on SIGTERM"
 
 
 def test_a_transactional_message_with_a_delay_is_refused_before_anything_is_sent(
