@@ -25,7 +25,6 @@ import time
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaRecord
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from adapter import codec, naming
 from adapter import properties as prop
@@ -33,21 +32,12 @@ from adapter.config import ConsumerConfig
 from adapter.exceptions import AdapterError
 from adapter.message import Headers, ReceivedMessage
 from adapter.schedule.envelope import delivered, sent_back
+from adapter.topics import ensure_single_queue_topic
 
 log = logging.getLogger(__name__)
 
 _SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 _NOT_ON_DEAD_LETTERS = (prop.REAL_TOPIC, prop.REAL_QUEUE_ID)
-
-
-def ensure_single_queue_topic(admin: AdminClient, kafka_topic: str, timeout_s: float) -> None:
-    """Create a one-partition topic unless it exists (the broker's replication default)."""
-    future = admin.create_topics([NewTopic(kafka_topic, 1)], request_timeout=timeout_s)[kafka_topic]
-    try:
-        future.result(timeout=timeout_s)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
 
 
 class SendBack:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._metadata import ClusterMetadata
@@ -161,3 +161,13 @@ def describe_configs(
         entries = future.result(timeout=timeout_s)
         result[resource.name] = {key: entry.value for key, entry in entries.items()}
     return result
+
+
+def ensure_single_queue_topic(admin: AdminClient, kafka_topic: str, timeout_s: float) -> None:
+    """Create a one-partition topic unless it exists (the broker's replication default)."""
+    future = admin.create_topics([NewTopic(kafka_topic, 1)], request_timeout=timeout_s)[kafka_topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise

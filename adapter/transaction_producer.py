@@ -64,7 +64,7 @@ from adapter.message import Message, ReceivedMessage
 from adapter.msgid import new_message_id
 from adapter.producer import Producer, SendResult, SendStatus, _Delivery
 from adapter.records import CheckRequest, EndTransaction, TransactionDecision
-from adapter.send_back import ensure_single_queue_topic
+from adapter.topics import ensure_single_queue_topic
 from adapter.transaction.envelope import checked_message, half_message, prepared_message
 
 __all__ = ["TransactionStatus", "TransactionMQProducer"]

@@ -47,7 +47,7 @@ from adapter.exceptions import AdapterError, CodecError
 from adapter.fetch import fetch
 from adapter.read_back import read_to_end
 from adapter.records import EndTransaction, HalfMessage, OpKind, OpRecord
-from adapter.send_back import ensure_single_queue_topic
+from adapter.topics import ensure_single_queue_topic
 from adapter.transaction.envelope import check_request, committed_delivery
 from adapter.transaction.state import (
     Action,
