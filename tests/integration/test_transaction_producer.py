@@ -21,7 +21,7 @@ from adapter.client import (
     TransactionMQProducer,
     TransactionStatus,
 )
-from adapter.exceptions import ProducerSendSyncFailed
+from adapter.exceptions import CodecError, ProducerSendSyncFailed
 from adapter.read_back import READER_SETTINGS
 from adapter.records import EndTransaction, HalfMessage, TransactionDecision
 from adapter.transaction.envelope import check_request
@@ -79,8 +79,8 @@ def partitions(bootstrap: str, topic: str) -> list[int]:
 def records_of(
     bootstrap: str, topic: str, *keys: str, only: int | None = None
 ) -> list[tuple[int, int, bytes]]:
-    """(partition, offset, value) of every record of ``topic`` with one of ``keys`` as its key,
-    read to the end (of partition ``only``, if given)."""
+    """(partition, offset, value) of every record of ``topic`` of one of the transactions
+    ``keys``, read to the end (of partition ``only``, if given)."""
     wanted_keys = {key.encode() for key in keys}
     wanted = partitions(bootstrap, topic) if only is None else [only]
     reader = Consumer(
@@ -97,11 +97,26 @@ def records_of(
                 error = record.error()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
                     open_partitions.discard(record.partition())
-                elif error is None and record.key() in wanted_keys:
+                elif error is None and transaction_of(record) in wanted_keys:
                     found.append((record.partition(), record.offset(), record.value()))
     finally:
         reader.close()
     return found
+
+
+def transaction_of(record) -> bytes | None:  # type: ignore[no-untyped-def]
+    """The transaction id of a HALF or END record: its key, its UNIQ_KEY header, or the id in
+    its value (records carry no key, so that the producer batches them)."""
+    if record.key():
+        return record.key()
+    headers = dict(record.headers() or [])
+    if prop.UNIQ_KEY in headers:
+        return headers[prop.UNIQ_KEY]
+    try:
+        decoded = codec.decode(record.value() or b"")
+    except CodecError:
+        return None
+    return getattr(decoded, "transaction_id", "").encode() or None
 
 
 def halves_of(bootstrap: str, transaction_id: str) -> list[tuple[int, int, HalfMessage]]:
