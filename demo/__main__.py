@@ -215,9 +215,8 @@ class PaymentService:
     def check(self, msg) -> TransactionStatus:  # type: ignore[no-untyped-def]
         """The check-back: answer from the database, the durable truth."""
         with self.lock:
-            self.checks.append(
-                (msg.keys.decode(), int(msg.get_property("TRANSACTION_CHECK_TIMES")))
-            )
+            times = int(msg.get_property("TRANSACTION_CHECK_TIMES"))
+            self.checks.append((msg.keys.decode(), times, time.time()))
             found = self.db.execute("select 1 from payments where txn = ?", (msg.id,)).fetchone()
         return TransactionStatus.COMMIT if found else TransactionStatus.ROLLBACK
 
