@@ -25,9 +25,8 @@ partition of its real topic goes to any partition.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +44,7 @@ from adapter.schedule.due import corrected_due_ms, due_ms
 from adapter.schedule.envelope import Delivery, delivered
 from adapter.schedule.head_of_line import Entry, HeadOfLine
 from adapter.topics import check_schedule_partitions, schedule_partitions
+from adapter.transactional_worker import TransactionalWorker, now_ms, parked_headers, produce
 
 log = logging.getLogger("adapter.schedule")
 
@@ -64,10 +64,6 @@ _PERMANENT = frozenset(
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _BACKOFF = tenacity.wait_exponential(multiplier=0.1, max=30) + tenacity.wait_random(0, 0.1)
 _TOPIC_CACHE_S = 30.0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def backoff_s(attempt: int) -> float:
@@ -126,26 +122,23 @@ class _Batch:
         return [send[0] for send in self.sends]
 
 
-class Fenced(AdapterError):
-    """Another worker took over this worker's transactional id."""
-
-
-class ScheduleForwarder:
+class ScheduleForwarder(TransactionalWorker):
     """``run()`` until ``stop()``; or drive it with ``start()``, ``run_once()``, ``close()``."""
 
+    name = "schedule forwarder"
+    log = log
+
     def __init__(self, config: ForwarderConfig, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(config.worker_id, config.kafka_transaction_timeout_ms, config.producer)
         self.config = config
         self.registry = registry or CollectorRegistry()
         self.metrics = ForwarderMetrics(self.registry)
-        self._stopping = threading.Event()
         self._heads: HeadOfLine[KafkaRecord] = HeadOfLine()
         self._assigned: set[int] = set()
         self._paused: set[int] = set()
         self._attempts: dict[int, int] = {}
         self._doomed: dict[tuple[int, int], str] = {}
         self._partitions: dict[str, tuple[float, int | None]] = {}
-        self._consumer: Consumer | None = None
-        self._producer: Producer | None = None
         self._failed: list[tuple[Entry[KafkaRecord], KafkaError]] = []
         self._next_backlog_update = 0.0
 
@@ -166,41 +159,12 @@ class ScheduleForwarder:
             self.config.levels.max_level,
         )
 
-    def run(self) -> None:
-        """Forward until ``stop()``. Errors of one turn are logged and the next turn goes on
-        after a second (the records of a failed batch stay held); only a fenced worker stops."""
-        self.start()
-        try:
-            while not self._stopping.is_set():
-                try:
-                    self.run_once()
-                except Fenced:
-                    raise
-                except (KafkaException, AdapterError):
-                    log.exception("schedule forwarder turn failed; going on in 1 s")
-                    self._stopping.wait(1.0)
-        finally:
-            self.close()
-
-    def stop(self) -> None:
-        """Finish the batch in hand, commit it, and leave the group (``run`` returns)."""
-        self._stopping.set()
-
-    def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            consumer.close()
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            producer.flush(5)
-        log.info("schedule forwarder %s stopped", self.config.worker_id)
-
     # -- one turn of the loop ---------------------------------------------------------------
 
     def run_once(self) -> int:
         """Fetch, forward what is due in one transaction; return how many records moved."""
         producer, consumer = self._clients()
-        now = _now_ms()
+        now = now_ms()
         wakeup = self._heads.next_wakeup_ms()
         wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - now)
         records = fetch(
@@ -209,7 +173,7 @@ class ScheduleForwarder:
         for record in records:
             self._accept(record)
         moved = 0
-        entries = self._heads.take_due(_now_ms(), self.config.max_batch)
+        entries = self._heads.take_due(now_ms(), self.config.max_batch)
         if entries:
             moved = self._forward(entries)
         self._update_pauses(consumer)
@@ -231,12 +195,12 @@ class ScheduleForwarder:
         level = partition + 1
         _, store_ms = record.timestamp()
         levels = self.config.levels
-        due = corrected_due_ms(due_ms(store_ms, level, levels), _now_ms(), level, levels)
+        due = corrected_due_ms(due_ms(store_ms, level, levels), now_ms(), level, levels)
         self._heads.push(Entry(partition, record.offset() or 0, due, record))
 
     def _update_pauses(self, consumer: Consumer) -> None:
         """Pause each level whose head is not due; resume it once the head is due."""
-        now = _now_ms()
+        now = now_ms()
         waits = self._heads.head_waits
         pause = [p for p in self._assigned if p not in self._paused and waits(p, now)]
         resume = [p for p in self._paused if not waits(p, now)]
@@ -313,23 +277,6 @@ class ScheduleForwarder:
         )
         self._retrying(lambda: producer.commit_transaction(timeout))
 
-    def _retrying(self, operation: Callable[[], None]) -> None:
-        """Run a transactional call again while it fails with a retriable error (a coordinator
-        loading or moving), as librdkafka asks; up to the transaction timeout."""
-        deadline = time.monotonic() + self._timeout_s()
-        while True:
-            try:
-                operation()
-                return
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.txn_requires_abort() or not error.retriable():
-                    raise
-                if time.monotonic() > deadline:
-                    raise
-                log.info("transactional call will be retried: %s", error.str())
-                time.sleep(0.1)
-
     def _produce(
         self,
         producer: Producer,
@@ -345,14 +292,10 @@ class ScheduleForwarder:
 
         kwargs: dict[str, Any] = {"on_delivery": report}
         if delivery is None:
-            record = entry.item
-            kwargs["headers"] = [
-                ("reason", (reason or "").encode()),
-                ("source.topic", SCHEDULE.encode()),
-                ("source.partition", str(entry.partition).encode()),
-                ("source.offset", str(entry.offset).encode()),
-            ]
-            value = record.value()
+            kwargs["headers"] = parked_headers(
+                reason or "", SCHEDULE, entry.partition, entry.offset
+            )
+            value = entry.item.value()
         else:
             kwargs["headers"] = delivery.headers
             if delivery.key is not None:
@@ -360,35 +303,19 @@ class ScheduleForwarder:
             if partition is not None:
                 kwargs["partition"] = partition
             value = delivery.value
-        while True:
-            try:
-                producer.produce(topic, value, **kwargs)
-                return
-            except BufferError:
-                producer.poll(0.05)
-            except KafkaException as exc:
-                code = exc.args[0].code()
-                if code in _PERMANENT:
-                    self._doomed[(entry.partition, entry.offset)] = f"refused: {exc.args[0].str()}"
-                raise
+        try:
+            produce(producer, topic, value, **kwargs)
+        except KafkaException as exc:
+            if exc.args[0].code() in _PERMANENT:
+                self._doomed[(entry.partition, entry.offset)] = f"refused: {exc.args[0].str()}"
+            raise
 
     def _recover(self, exc: KafkaException, batch: _Batch) -> None:
         """Abort the failed transaction and decide what to do with its records."""
         error: KafkaError = exc.args[0]
-        if error.fatal():
-            raise Fenced(
-                f"worker {self.config.worker_id} can no longer commit ({error.str()}); "
-                "another worker with the same id took over"
-            ) from exc
+        self._fenced_if_fatal(error)
         log.warning("transaction of %d records aborted: %s", len(batch.sends), error.str())
-        producer, _ = self._clients()
-        try:
-            self._retrying(lambda: producer.abort_transaction(self._timeout_s()))
-        except KafkaException as abort_exc:
-            if abort_exc.args[0].fatal():
-                raise Fenced(str(abort_exc)) from abort_exc
-            log.warning("abort failed (%s); starting a new producer", abort_exc)
-            self._replace_producer()
+        self._abort()
         refused: set[int] = set()
         for entry, failure in self._failed:
             if failure.code() in _PURGED:  # purged by the abort, not refused
@@ -402,34 +329,11 @@ class ScheduleForwarder:
         for partition in refused:
             self._refuse(partition, error.str())
 
-    def _new_producer(self) -> Producer:
-        """A transactional producer; ``init_transactions`` fences any earlier instance of this
-        worker id and aborts its open transaction."""
-        producer = Producer(self.config.producer(), logger=log)
-        deadline = time.monotonic() + self._timeout_s() + 60
-        while True:
-            try:
-                producer.init_transactions(5.0)
-                return producer
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
-                    raise
-                if self._stopping.is_set():
-                    raise AdapterError("stopped while initialising transactions") from exc
-                log.info("init_transactions will be retried: %s", exc.args[0].str())
-
-    def _replace_producer(self) -> None:
-        old, self._producer = self._producer, None
-        if old is not None:
-            old.purge()
-            old.flush(0)
-        self._producer = self._new_producer()
-
     def _refuse(self, partition: int, why: str) -> None:
         attempt = self._attempts.get(partition, 0) + 1
         self._attempts[partition] = attempt
         wait = backoff_s(attempt)
-        self._heads.block(partition, _now_ms() + int(wait * 1000))
+        self._heads.block(partition, now_ms() + int(wait * 1000))
         self.metrics.refused.labels(str(partition + 1)).inc()
         log.warning(
             "level %d: delivery refused (%s); retry %d in %.2f s",
@@ -440,7 +344,7 @@ class ScheduleForwarder:
         )
 
     def _committed(self, batch: _Batch) -> None:
-        now = _now_ms()
+        now = now_ms()
         forwarded: dict[int, int] = {}
         observe = self.metrics.lateness.observe
         for entry, _topic, _partition, delivery, reason in batch.sends:
@@ -476,14 +380,6 @@ class ScheduleForwarder:
         if count:
             self._partitions[topic] = (time.monotonic() + _TOPIC_CACHE_S, count)
         return count or None
-
-    def _clients(self) -> tuple[Producer, Consumer]:
-        if self._producer is None or self._consumer is None:
-            raise RuntimeError("the forwarder is not started: call start() first")
-        return self._producer, self._consumer
-
-    def _timeout_s(self) -> float:
-        return self.config.kafka_transaction_timeout_ms / 1000
 
     # -- group membership -------------------------------------------------------------------
 

@@ -29,9 +29,7 @@ memory as their encoded bytes (about the body size each).
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +59,13 @@ from adapter.transaction.state import (
     Rollback,
     half_info,
 )
+from adapter.transactional_worker import (
+    Fenced,
+    TransactionalWorker,
+    now_ms,
+    parked_headers,
+    produce,
+)
 
 log = logging.getLogger("adapter.transactions")
 
@@ -71,10 +76,6 @@ DISCARDED = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
 POISON = naming.kafka_topic(naming.POISON_TOPIC)
 
 _TOPIC_CACHE_S = 30.0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class CoordinatorMetrics:
@@ -110,10 +111,6 @@ class CoordinatorMetrics:
         )
 
 
-class Fenced(AdapterError):
-    """Another worker took over this worker's transactional id."""
-
-
 @dataclass(slots=True)
 class _Turn:
     """One transaction's work: effects to produce, and which partitions changed."""
@@ -122,23 +119,21 @@ class _Turn:
     poison: list[tuple[KafkaRecord, str]] = field(default_factory=list)
     touched: set[int] = field(default_factory=set)
 
-    def __bool__(self) -> bool:
-        return bool(self.actions or self.poison or self.touched)
 
-
-class TransactionCoordinator:
+class TransactionCoordinator(TransactionalWorker):
     """``run()`` until ``stop()``; or drive it with ``start()``, ``run_once()``, ``close()``."""
+
+    name = "transaction coordinator"
+    log = log
 
     def __init__(
         self, config: CoordinatorConfig, registry: CollectorRegistry | None = None
     ) -> None:
+        super().__init__(config.worker_id, config.kafka_transaction_timeout_ms, config.producer)
         self.config = config
         self.registry = registry or CollectorRegistry()
         self.metrics = CoordinatorMetrics(self.registry)
-        self._stopping = threading.Event()
         self._states: dict[int, PartitionState[bytes]] = {}
-        self._consumer: Consumer | None = None
-        self._producer: Producer | None = None
         self._admin: AdminClient | None = None
         self._check_topics: set[str] = set()
         self._topics: dict[str, tuple[float, int]] = {}
@@ -164,34 +159,6 @@ class TransactionCoordinator:
         self._consumer = consumer
         log.info("transaction coordinator %s started", self.config.worker_id)
 
-    def run(self) -> None:
-        """Coordinate until ``stop()``. A failed turn is aborted, the partitions are read again
-        from the last commit, and the next turn follows; only a fenced worker stops."""
-        self.start()
-        try:
-            while not self._stopping.is_set():
-                try:
-                    self.run_once()
-                except Fenced:
-                    raise
-                except (KafkaException, AdapterError):
-                    log.exception("coordinator turn failed; going on in 1 s")
-                    self._stopping.wait(1.0)
-        finally:
-            self.close()
-
-    def stop(self) -> None:
-        self._stopping.set()
-
-    def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            consumer.close()
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            producer.flush(5)
-        log.info("transaction coordinator %s stopped", self.config.worker_id)
-
     # -- one turn ---------------------------------------------------------------------------
 
     def run_once(self) -> int:
@@ -202,7 +169,7 @@ class TransactionCoordinator:
         wait_ms = self.config.max_wait_ms
         due = [d for d in (s.next_due_ms() for s in self._states.values()) if d is not None]
         if due:
-            wait_ms = max(0, min(wait_ms, min(due) - _now_ms()))
+            wait_ms = max(0, min(wait_ms, min(due) - now_ms()))
         records = fetch(consumer, self.config.max_batch, wait_ms / 1000)
         turn = _Turn()
         try:
@@ -231,7 +198,7 @@ class TransactionCoordinator:
         _, consumer = self._clients()
         for record in records:
             self._accept(record, turn)
-        now = _now_ms()
+        now = now_ms()
         room = self.config.max_batch
         for partition, state in self._states.items():
             read_to = self._decisions_read_to_ms(consumer, partition)
@@ -257,7 +224,7 @@ class TransactionCoordinator:
             return
         offset = record.offset() or 0
         turn.touched.add(partition)
-        now = _now_ms()
+        now = now_ms()
         if record.topic() == HALF:
             try:
                 info = half_info(
@@ -331,7 +298,7 @@ class TransactionCoordinator:
         self._count(turn)
 
     def _effect(self, producer: Producer, partition: int, action: Action[bytes]) -> None:
-        now = _now_ms()
+        now = now_ms()
         if isinstance(action, Commit):
             half = codec.decode_as(HalfMessage, action.pending.payload, canonical=False)
             delivery = committed_delivery(half, check_times=action.pending.check_times)
@@ -344,7 +311,7 @@ class TransactionCoordinator:
             kwargs: dict[str, Any] = {"headers": delivery.headers}
             if 0 <= delivery.queue_id < count:
                 kwargs["partition"] = delivery.queue_id
-            self._send(producer, topic, delivery.value, **kwargs)
+            produce(producer, topic, delivery.value, **kwargs)
             self._op(producer, partition, action.pending, OpKind.COMMIT, now)
         elif isinstance(action, Rollback):
             self._op(producer, partition, action.pending, OpKind.ROLLBACK, now)
@@ -359,7 +326,7 @@ class TransactionCoordinator:
                 now_ms=now,
             )
             topic = self._check_topic(half.producer_group)
-            self._send(producer, topic, codec.encode(request), key=half.transaction_id.encode())
+            produce(producer, topic, codec.encode(request), key=half.transaction_id.encode())
             self._op(producer, partition, pending, OpKind.CHECK, now)
         elif isinstance(action, Discard):
             self._discard(producer, partition, action.pending, action.reason)
@@ -377,8 +344,8 @@ class TransactionCoordinator:
             ("source.offset", str(pending.offset).encode()),
         ]
         key = pending.info.transaction_id.encode()
-        self._send(producer, DISCARDED, pending.payload, key=key, headers=headers)
-        self._op(producer, partition, pending, OpKind.DISCARD, _now_ms(), why)
+        produce(producer, DISCARDED, pending.payload, key=key, headers=headers)
+        self._op(producer, partition, pending, OpKind.DISCARD, now_ms(), why)
         log.error(
             "discarded transaction %s of group %s (half %d@%d): %s",
             pending.info.transaction_id,
@@ -413,16 +380,13 @@ class TransactionCoordinator:
                 next_op = (msg.offset() or 0) + 1
                 self._op_written[partition] = max(self._op_written.get(partition, 0), next_op)
 
-        self._send(producer, OP, codec.encode(record), partition=partition, on_delivery=written)
+        produce(producer, OP, codec.encode(record), partition=partition, on_delivery=written)
 
     def _park(self, producer: Producer, record: KafkaRecord, reason: str) -> None:
-        headers = [
-            ("reason", reason.encode()),
-            ("source.topic", (record.topic() or "").encode()),
-            ("source.partition", str(record.partition()).encode()),
-            ("source.offset", str(record.offset()).encode()),
-        ]
-        self._send(producer, POISON, record.value() or b"", headers=headers)
+        headers = parked_headers(
+            reason, record.topic() or "", record.partition() or 0, record.offset() or 0
+        )
+        produce(producer, POISON, record.value() or b"", headers=headers)
         log.error(
             "parked %s %d@%d in %s: %s",
             record.topic(),
@@ -432,18 +396,9 @@ class TransactionCoordinator:
             reason,
         )
 
-    @staticmethod
-    def _send(producer: Producer, topic: str, value: bytes, **kwargs: Any) -> None:
-        while True:
-            try:
-                producer.produce(topic, value, **kwargs)
-                return
-            except BufferError:
-                producer.poll(0.05)
-
     def _count(self, turn: _Turn) -> None:
         m = self.metrics
-        now = _now_ms()
+        now = now_ms()
         m.parked.inc(len(turn.poison))
         for partition, action in turn.actions:
             if isinstance(action, Commit):
@@ -472,55 +427,15 @@ class TransactionCoordinator:
     def _recover(self, error: KafkaError | None) -> None:
         """Abort the failed transaction and read every owned partition again from the last
         commit: what was decided in memory for the aborted turn is forgotten with it."""
-        if error is not None and error.fatal():
-            raise Fenced(f"worker {self.config.worker_id} can no longer commit ({error.str()})")
+        self._fenced_if_fatal(error)
         log.warning("coordinator turn failed: %s", error.str() if error else "see above")
-        producer, consumer = self._clients()
         if self._in_transaction:
             self._in_transaction = False
-            try:
-                self._retrying(lambda: producer.abort_transaction(self._timeout_s()))
-            except KafkaException as abort_exc:
-                if abort_exc.args[0].fatal():
-                    raise Fenced(str(abort_exc)) from abort_exc
-                log.warning("abort failed (%s); starting a new producer", abort_exc)
-                producer.purge()
-                producer.flush(0)
-                self._producer = self._new_producer()
+            self._abort()
         self._to_restore.update(self._states)
         self._states.clear()
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def _retrying(self, operation: Callable[[], None]) -> None:
-        """Run a transactional call again while it fails with a retriable error."""
-        deadline = time.monotonic() + self._timeout_s()
-        while True:
-            try:
-                operation()
-                return
-            except KafkaException as exc:
-                error: KafkaError = exc.args[0]
-                if error.txn_requires_abort() or not error.retriable():
-                    raise
-                if time.monotonic() > deadline:
-                    raise
-                log.info("transactional call will be retried: %s", error.str())
-                time.sleep(0.1)
-
-    def _new_producer(self) -> Producer:
-        producer = Producer(self.config.producer(), logger=log)
-        deadline = time.monotonic() + self._timeout_s() + 60
-        while True:
-            try:
-                producer.init_transactions(5.0)
-                return producer
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
-                    raise
-                if self._stopping.is_set():
-                    raise AdapterError("stopped while initialising transactions") from exc
-                log.info("init_transactions will be retried: %s", exc.args[0].str())
 
     def _check_topic(self, group: str) -> str:
         topic = naming.kafka_topic(naming.check_topic(group))
@@ -555,14 +470,6 @@ class TransactionCoordinator:
         _, consumer = self._clients()
         _, high = consumer.get_watermark_offsets(TopicPartition(HALF, partition), cached=True)
         return int(high) if high is not None and high >= 0 else None
-
-    def _clients(self) -> tuple[Producer, Consumer]:
-        if self._producer is None or self._consumer is None:
-            raise RuntimeError("the coordinator is not started: call start() first")
-        return self._producer, self._consumer
-
-    def _timeout_s(self) -> float:
-        return self.config.kafka_transaction_timeout_ms / 1000
 
     # -- group membership and recovery ------------------------------------------------------
 
@@ -638,7 +545,7 @@ class TransactionCoordinator:
         pending = sum(s.pending_count for s in self._states.values())
         self.metrics.pending.set(pending)
         oldest = [b for b in (s.oldest_born_ms() for s in self._states.values()) if b is not None]
-        self.metrics.oldest_age.set(max(0, _now_ms() - min(oldest)) / 1000 if oldest else 0)
+        self.metrics.oldest_age.set(max(0, now_ms() - min(oldest)) / 1000 if oldest else 0)
 
     def pending(self) -> list[tuple[int, Pending[bytes]]]:
         return [(p, pending) for p, s in sorted(self._states.items()) for pending in s.pending()]

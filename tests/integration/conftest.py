@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -31,6 +31,7 @@ from adapter.delay import DelayLevels
 from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.transaction.state import CheckPolicy
+from adapter.transactional_worker import TransactionalWorker
 from tests.brokers import Broker, start_broker
 
 pytestmark = pytest.mark.kafka
@@ -212,57 +213,61 @@ def system_topics(kafka_bootstrap: str) -> str:
 @pytest.fixture
 def start_forwarder(system_topics: str) -> Iterator[Callable[..., ScheduleForwarder]]:
     """Factory: a schedule forwarder running on a thread, stopped after the test."""
-    running: list[tuple[ScheduleForwarder, threading.Thread]] = []
+    with running_workers() as run:
 
-    def start(
-        bootstrap: str | None = None, levels: DelayLevels | None = None, **kwargs: Any
-    ) -> ScheduleForwarder:
-        config = ForwarderConfig(
-            KafkaSettings(bootstrap or system_topics),
-            levels=levels or DelayLevels.parse(),
-            worker_id=unique("test"),
-            max_wait_ms=200,
-            **kwargs,
-        )
-        forwarder = ScheduleForwarder(config)
-        thread = threading.Thread(target=forwarder.run, name="forwarder", daemon=True)
-        thread.start()
-        running.append((forwarder, thread))
-        return forwarder
+        def start(
+            bootstrap: str | None = None, levels: DelayLevels | None = None, **kwargs: Any
+        ) -> ScheduleForwarder:
+            config = ForwarderConfig(
+                KafkaSettings(bootstrap or system_topics),
+                levels=levels or DelayLevels.parse(),
+                worker_id=unique("test"),
+                max_wait_ms=200,
+                **kwargs,
+            )
+            return run(ScheduleForwarder(config))
 
-    yield start
-    for forwarder, _ in running:
-        forwarder.stop()
-    for _, thread in running:
-        thread.join(30)
-        assert not thread.is_alive(), "a forwarder did not stop within 30 s"
+        yield start
 
 
 @pytest.fixture
 def start_coordinator(system_topics: str) -> Iterator[Callable[..., TransactionCoordinator]]:
     """Factory: a transaction coordinator running on a thread, stopped after the test. Keyword
     arguments are the check policy (``transaction_timeout_ms``, ``check_interval_ms``, ...)."""
-    running: list[tuple[TransactionCoordinator, threading.Thread]] = []
+    with running_workers() as run:
 
-    def start(bootstrap: str | None = None, **policy: Any) -> TransactionCoordinator:
-        config = CoordinatorConfig(
-            KafkaSettings(bootstrap or system_topics),
-            policy=CheckPolicy(**policy),
-            worker_id=unique("test"),
-            max_wait_ms=200,
-        )
-        coordinator = TransactionCoordinator(config)
-        thread = threading.Thread(target=coordinator.run, name="coordinator", daemon=True)
+        def start(bootstrap: str | None = None, **policy: Any) -> TransactionCoordinator:
+            config = CoordinatorConfig(
+                KafkaSettings(bootstrap or system_topics),
+                policy=CheckPolicy(**policy),
+                worker_id=unique("test"),
+                max_wait_ms=200,
+            )
+            return run(TransactionCoordinator(config))
+
+        yield start
+
+
+W = TypeVar("W", bound=TransactionalWorker)
+
+
+@contextlib.contextmanager
+def running_workers() -> Iterator[Callable[[W], W]]:
+    """Runs workers on threads; on exit stops them all and fails if one does not stop."""
+    running: list[tuple[TransactionalWorker, threading.Thread]] = []
+
+    def run(worker: W) -> W:
+        thread = threading.Thread(target=worker.run, name=worker.name, daemon=True)
         thread.start()
-        running.append((coordinator, thread))
-        return coordinator
+        running.append((worker, thread))
+        return worker
 
-    yield start
-    for coordinator, _ in running:
-        coordinator.stop()
-    for _, thread in running:
+    yield run
+    for worker, _ in running:
+        worker.stop()
+    for worker, thread in running:
         thread.join(30)
-        assert not thread.is_alive(), "a coordinator did not stop within 30 s"
+        assert not thread.is_alive(), f"a {worker.name} did not stop within 30 s"
 
 
 @pytest.fixture
