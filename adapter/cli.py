@@ -136,66 +136,68 @@ def _on_termination(stop: Callable[[], None]) -> None:
         signal.signal(signum, lambda *_: stop())
 
 
-def _common_worker_options(fn: Callable[..., None]) -> Callable[..., None]:
-    options = [
-        click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True),
-        click.option(
-            "--worker-id",
-            envvar="RMQ_ADAPTER_WORKER_ID",
-            default=None,
-            help="Stable id of this worker (its transactional ids); default: host name and PID.",
-        ),
-        click.option(
-            "--kafka-transaction-timeout-ms",
-            envvar="RMQ_ADAPTER_WORKER_KAFKA_TRANSACTION_TIMEOUT_MS",
-            type=int,
-            default=DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
-            help="Kafka's transaction.timeout.ms for the worker's own transactions.",
-        ),
-        click.option("--metrics-port", envvar="RMQ_ADAPTER_METRICS_PORT", type=int, default=None),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+_Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 
 
-def _delay_levels_option(fn: Callable[..., None]) -> Callable[..., None]:
-    return click.option(
-        "--delay-levels",
-        envvar="RMQ_ADAPTER_DELAY_LEVELS",
-        default=DEFAULT_LEVELS,
-        help="RocketMQ messageDelayLevel; must match SCHEDULE_TOPIC_XXXX's partition count.",
-    )(fn)
+def _options(*options: _Decorator) -> _Decorator:
+    """Several click options as one decorator, in the order given."""
+
+    def apply(fn: Callable[..., None]) -> Callable[..., None]:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
 
 
-def _check_options(fn: Callable[..., None]) -> Callable[..., None]:
-    defaults = CheckPolicy()
-    options = [
-        click.option(
-            "--transaction-timeout-ms",
-            envvar="RMQ_ADAPTER_TRANSACTION_TIMEOUT_MS",
-            type=int,
-            default=defaults.transaction_timeout_ms,
-            help="RocketMQ transactionTimeOut: the first check comes this long after birth.",
-        ),
-        click.option(
-            "--check-interval-ms",
-            envvar="RMQ_ADAPTER_CHECK_INTERVAL_MS",
-            type=int,
-            default=defaults.check_interval_ms,
-            help="RocketMQ transactionCheckInterval: the time between two checks.",
-        ),
-        click.option(
-            "--check-max",
-            envvar="RMQ_ADAPTER_CHECK_MAX",
-            type=int,
-            default=defaults.check_max,
-            help="RocketMQ transactionCheckMax: checks before a message is discarded.",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+_common_worker_options = _options(
+    click.option("--bootstrap", envvar="RMQ_ADAPTER_BOOTSTRAP", required=True),
+    click.option(
+        "--worker-id",
+        envvar="RMQ_ADAPTER_WORKER_ID",
+        default=None,
+        help="Stable id of this worker (its transactional ids); default: host name and PID.",
+    ),
+    click.option(
+        "--kafka-transaction-timeout-ms",
+        envvar="RMQ_ADAPTER_WORKER_KAFKA_TRANSACTION_TIMEOUT_MS",
+        type=int,
+        default=DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
+        help="Kafka's transaction.timeout.ms for the worker's own transactions.",
+    ),
+    click.option("--metrics-port", envvar="RMQ_ADAPTER_METRICS_PORT", type=int, default=None),
+)
+
+_delay_levels_option = click.option(
+    "--delay-levels",
+    envvar="RMQ_ADAPTER_DELAY_LEVELS",
+    default=DEFAULT_LEVELS,
+    help="RocketMQ messageDelayLevel; must match SCHEDULE_TOPIC_XXXX's partition count.",
+)
+
+_check_options = _options(
+    click.option(
+        "--transaction-timeout-ms",
+        envvar="RMQ_ADAPTER_TRANSACTION_TIMEOUT_MS",
+        type=int,
+        default=CheckPolicy().transaction_timeout_ms,
+        help="RocketMQ transactionTimeOut: the first check comes this long after birth.",
+    ),
+    click.option(
+        "--check-interval-ms",
+        envvar="RMQ_ADAPTER_CHECK_INTERVAL_MS",
+        type=int,
+        default=CheckPolicy().check_interval_ms,
+        help="RocketMQ transactionCheckInterval: the time between two checks.",
+    ),
+    click.option(
+        "--check-max",
+        envvar="RMQ_ADAPTER_CHECK_MAX",
+        type=int,
+        default=CheckPolicy().check_max,
+        help="RocketMQ transactionCheckMax: checks before a message is discarded.",
+    ),
+)
 
 
 def _forwarder_config(
