@@ -12,10 +12,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from adapter import broker
+from adapter import broker, naming
 
 
 @contextlib.contextmanager
@@ -40,6 +41,35 @@ def new_topic(bootstrap: str, partitions: int = 4, prefix: str = "Bench") -> str
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(timeout=30)
     return name
+
+
+def reader_of_new_topic(bootstrap: str, topic: str) -> Consumer:
+    """A read_committed consumer assigned every partition of ``topic`` (a RocketMQ name) from
+    offset 0: assigned, not subscribed, so there is no group join to wait for."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+        }
+    )
+    kafka_topic = naming.kafka_topic(topic)
+    partitions: dict = {}
+    for _ in range(100):  # a new topic's metadata can take a moment to appear
+        found = c.list_topics(kafka_topic, timeout=10).topics.get(kafka_topic)
+        partitions = found.partitions if found is not None and found.error is None else {}
+        if partitions:
+            break
+        time.sleep(0.1)
+    c.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
+    return c
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def rate(count: int, seconds: float) -> float:

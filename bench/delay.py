@@ -35,16 +35,12 @@ from adapter import naming, topics
 from adapter import properties as prop
 from adapter.client import Message, Producer
 from adapter.delay import DelayLevels
-from bench.common import Table, kafka, new_topic, rate
+from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
 
 BODY = b"x" * 100
 LEVELS = DelayLevels.parse()
 SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Forwarder:
@@ -148,25 +144,7 @@ def receive(
     bootstrap: str, topic: str, n: int, timeout: float = 300
 ) -> list[tuple[bytes, int, int]]:
     """(UNIQ_KEY, receive time, record timestamp) of ``n`` records, read_committed."""
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "fetch.wait.max.ms": 10,
-        }
-    )
-    kafka_topic = naming.kafka_topic(topic)
-    # Assigned, not subscribed: no group join to wait for. The topic is new: from offset 0.
-    partitions: dict = {}
-    for _ in range(100):  # a new topic's metadata can take a moment to appear
-        found = c.list_topics(kafka_topic, timeout=10).topics.get(kafka_topic)
-        partitions = found.partitions if found is not None and found.error is None else {}
-        if partitions:
-            break
-        time.sleep(0.1)
-    c.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
+    c = reader_of_new_topic(bootstrap, topic)
     got: list[tuple[bytes, int, int]] = []
     deadline = time.monotonic() + timeout
     try:

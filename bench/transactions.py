@@ -50,14 +50,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
 
 from adapter import naming, topics
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
 from adapter.message import ReceivedMessage
-from bench.common import Table, kafka, new_topic, rate
+from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
 
 THREADS = 8
 TIMEOUT_MS = 2000  # the first-check phase's --transaction-timeout-ms
@@ -65,10 +65,6 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / ".out" / "transactions"
 
 Got = dict[bytes, int]  # body -> first arrival (epoch ms)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def body(tag: str, i: int, size: int) -> bytes:
@@ -207,26 +203,7 @@ def pending_gauge(port: int) -> float | None:
 
 
 def _read(bootstrap: str, topic: str, n: int, timeout: float, ready: Any, out: Any) -> None:
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "fetch.wait.max.ms": 10,
-        }
-    )
-    kafka_topic = naming.kafka_topic(topic)
-    partitions: dict = {}
-    for _ in range(100):  # a new topic's metadata can take a moment to appear
-        found = c.list_topics(kafka_topic, timeout=10).topics.get(kafka_topic)
-        partitions = found.partitions if found is not None and found.error is None else {}
-        if partitions:
-            break
-        time.sleep(0.1)
-    # Assigned, not subscribed: no group join. The topic is new: from offset 0.
-    c.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
+    c = reader_of_new_topic(bootstrap, topic)
     c.consume(1, 0.5)
     ready.put(True)
     got: Got = {}
