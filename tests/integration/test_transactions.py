@@ -56,6 +56,18 @@ class answers:
         return self.status
 
 
+def pending_rows(bootstrap: str, transaction_id: str) -> list[admin.Row]:
+    """What `transactions list` shows of one transaction."""
+    rows = admin.pending(KafkaSettings(bootstrap))
+    return [r for r in rows if r.transaction_id == transaction_id]
+
+
+def discarded_rows(bootstrap: str, transaction_id: str) -> list[admin.Row]:
+    """What `transactions list --discarded` shows of one transaction."""
+    rows = admin.discarded(KafkaSettings(bootstrap))
+    return [r for r in rows if r.transaction_id == transaction_id]
+
+
 def bodies(records: list) -> Counter:
     return Counter(r.value().decode() for r in records)
 
@@ -179,12 +191,9 @@ def test_a_message_never_decided_is_parked_after_check_max_checks_and_can_be_res
     producer = make_transaction_producer(new_group("PG"), checker)
 
     sent = producer.send_message_in_transaction(message(topic, "undecided"), answers(None))
-    settings = KafkaSettings(system_topics)
-
-    def parked() -> list[admin.Row]:
-        return [r for r in admin.discarded(settings) if r.transaction_id == sent.msg_id]
-
-    [row] = wait_until(parked, timeout=60, what="the discard")
+    [row] = wait_until(
+        lambda: discarded_rows(system_topics, sent.msg_id), timeout=60, what="the discard"
+    )
     assert len(checker.seen) == FAST["check_max"], "exactly check-max checks before the discard"
     assert [m.get_property(prop.TRANSACTION_CHECK_TIMES) for m in checker.seen] == [
         b"1",
@@ -222,14 +231,11 @@ def test_pending_messages_are_listed_with_their_age_and_check_count(
     sent = producer.send_message_in_transaction(message(topic, "open"), answers(None))
     wait_until(lambda: checker.seen, timeout=30, what="the first check")
 
-    def listed() -> list[admin.Row]:
-        return [
-            r
-            for r in admin.pending(KafkaSettings(system_topics))
-            if r.transaction_id == sent.msg_id
-        ]
-
-    [row] = wait_until(listed, timeout=30, what="the pending message in the list")
+    [row] = wait_until(
+        lambda: pending_rows(system_topics, sent.msg_id),
+        timeout=30,
+        what="the pending message in the list",
+    )
     assert (row.producer_group, row.topic, row.check_times) == (group, topic, 1)
     output = CliRunner().invoke(cli, ["transactions", "list", "--bootstrap", system_topics]).output
     assert sent.msg_id in output
@@ -330,11 +336,7 @@ def test_a_decision_naming_the_wrong_transaction_is_refused(
     producer = make_transaction_producer(group, answers(TransactionStatus.UNKNOWN))
     sent = producer.send_message_in_transaction(message(topic, "guarded"), answers(None))
     [row] = wait_until(
-        lambda: [
-            r
-            for r in admin.pending(KafkaSettings(system_topics))
-            if r.transaction_id == sent.msg_id
-        ],
+        lambda: pending_rows(system_topics, sent.msg_id),
         timeout=30,
         what="the pending half message",
     )
@@ -493,10 +495,10 @@ def test_a_successor_coordinator_goes_on_counting_checks_where_its_predecessor_s
     first.stop()
     start_coordinator(**FAST)
 
-    def parked() -> list[admin.Row]:
-        rows = admin.discarded(KafkaSettings(system_topics))
-        return [r for r in rows if r.transaction_id == sent.msg_id]
-
-    wait_until(parked, timeout=60, what="the discard by the successor")
+    wait_until(
+        lambda: discarded_rows(system_topics, sent.msg_id),
+        timeout=60,
+        what="the discard by the successor",
+    )
     times = [m.get_property(prop.TRANSACTION_CHECK_TIMES) for m in checker.seen]
     assert times == [b"1", b"2", b"3"], "the count survives the takeover, no check is repeated"
