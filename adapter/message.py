@@ -40,6 +40,17 @@ def _to_str(value: str | bytes) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def text_property(value: bytes, name: str, carrier: str) -> str:
+    """A property as text, for a system record (Avro strings); ``carrier`` names the kind of
+    message in the error (RocketMQ stores any bytes, the adapter's records hold text)."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidMessageError(
+            f"property {name!r} is not UTF-8 text; {carrier} carries text properties"
+        ) from None
+
+
 class Message:
     """A message to send: ``Message(topic)`` then the setters, as in ``rocketmq.client``."""
 

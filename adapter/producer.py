@@ -27,7 +27,7 @@ import threading
 import time
 from enum import IntEnum
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaMessage
@@ -172,7 +172,7 @@ class Producer(ClientSettings):
         if remaining:
             log.error("producer %s shut down with %d messages undelivered", self._group, remaining)
 
-    def __enter__(self) -> Producer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -42,7 +42,6 @@ import threading
 import time
 from collections.abc import Callable
 from enum import IntEnum
-from types import TracebackType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -227,18 +226,6 @@ class TransactionMQProducer(Producer):
             else:
                 consumer.close()
         super().shutdown()
-
-    def __enter__(self) -> TransactionMQProducer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.shutdown()
 
     # -- sending ----------------------------------------------------------------------------
 

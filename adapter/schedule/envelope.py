@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from adapter import properties as prop
-from adapter.exceptions import InvalidMessageError
-from adapter.message import Message, ReceivedMessage
+from adapter.message import Message, ReceivedMessage, text_property
 from adapter.records import ScheduledMessage
 
 # Properties carried in their own fields, or set afresh on delivery.
@@ -30,12 +29,7 @@ _NOT_SENT_BACK = _FIELDS | {prop.TRANSACTION_PREPARED, prop.REAL_TOPIC, prop.REA
 
 
 def _text(value: bytes, name: str) -> str:
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidMessageError(
-            f"property {name!r} is not UTF-8 text; a delayed message carries text properties"
-        ) from None
+    return text_property(value, name, "a delayed message")
 
 
 def scheduled(

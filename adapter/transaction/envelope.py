@@ -30,7 +30,7 @@ from __future__ import annotations
 from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import InvalidMessageError
-from adapter.message import Headers, Message, ReceivedMessage
+from adapter.message import Headers, Message, ReceivedMessage, text_property
 from adapter.records import CheckRequest, HalfMessage
 from adapter.schedule.envelope import Delivery
 
@@ -60,12 +60,7 @@ _NOT_COMMITTED = _FROM_FIELDS | {prop.REAL_TOPIC, prop.REAL_QUEUE_ID, prop.TRANS
 
 
 def _text(value: bytes, name: str) -> str:
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidMessageError(
-            f"property {name!r} is not UTF-8 text; a transactional message carries text properties"
-        ) from None
+    return text_property(value, name, "a transactional message")
 
 
 def refuse_delay(message: Message) -> None:
