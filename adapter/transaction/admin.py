@@ -69,47 +69,46 @@ def pending(kafka: KafkaSettings) -> list[Row]:
     count = _half_partitions(kafka)
     wanted = [TopicPartition(t, p) for p in range(count) for t in (HALF, OP)]
     offsets = committed_offsets(kafka, naming.TRANS_COORDINATOR_GROUP, wanted)
+    half_starts = {p: max(offsets[2 * p], 0) for p in range(count)}
+    op_starts = {p: max(offsets[2 * p + 1], 0) for p in range(count)}
+    states: dict[int, PartitionState[HalfMessage]] = {
+        p: PartitionState(
+            CheckPolicy(), half_start=half_starts[p], end_start=0, op_start=op_starts[p]
+        )
+        for p in range(count)
+    }
     reader = kafka.librdkafka({})
-    rows: list[Row] = []
-    for p in range(count):
-        half_start, op_start = max(offsets[2 * p], 0), max(offsets[2 * p + 1], 0)
-        state: PartitionState[HalfMessage] = PartitionState(
-            CheckPolicy(), half_start=half_start, end_start=0, op_start=op_start
-        )
-        for record in read_to_end(reader, OP, {p: op_start}, _READ_TIMEOUT_S):
-            try:
-                state.recover_op(
-                    codec.decode_as(OpRecord, record.value() or b""), record.offset() or 0
-                )
-            except CodecError:
-                continue
+    for record in read_to_end(reader, OP, op_starts, _READ_TIMEOUT_S):
+        try:
+            op = codec.decode_as(OpRecord, record.value() or b"")
+        except CodecError:
+            continue
+        states[record.partition() or 0].recover_op(op, record.offset() or 0)
+    for state in states.values():
         state.recovery_done()
-        now = _now_ms()
-        for record in read_to_end(reader, HALF, {p: half_start}, _READ_TIMEOUT_S):
-            offset = record.offset() or 0
-            try:
-                half = codec.decode_as(HalfMessage, record.value() or b"")
-            except CodecError:
-                state.skip_half(offset)
-                continue
-            try:
-                info = half_info(half)
-            except AdapterError:
-                state.skip_half(offset)
-                continue
-            state.half(offset, info, half, now)
-        rows.extend(
-            Row(
-                transaction_id=entry.info.transaction_id,
-                producer_group=entry.info.producer_group,
-                topic=entry.payload.topic,
-                partition=p,
-                offset=entry.offset,
-                born_ms=entry.info.born_ms,
-                check_times=entry.check_times,
-            )
-            for entry in state.pending()
+    now = _now_ms()
+    for record in read_to_end(reader, HALF, half_starts, _READ_TIMEOUT_S):
+        state, offset = states[record.partition() or 0], record.offset() or 0
+        try:
+            half = codec.decode_as(HalfMessage, record.value() or b"")
+            info = half_info(half)
+        except AdapterError:  # corrupt (CodecError) or never deliverable: not pending
+            state.skip_half(offset)
+            continue
+        state.half(offset, info, half, now)
+    rows = [
+        Row(
+            transaction_id=entry.info.transaction_id,
+            producer_group=entry.info.producer_group,
+            topic=entry.payload.topic,
+            partition=p,
+            offset=entry.offset,
+            born_ms=entry.info.born_ms,
+            check_times=entry.check_times,
         )
+        for p, state in states.items()
+        for entry in state.pending()
+    ]
     return rows
 
 
