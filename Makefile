@@ -17,7 +17,7 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test unit integration lint bench jars images install system-deps clean
+.PHONY: demo test unit integration lint bench jars images install wheel system-deps clean
 
 demo: install jars
 	$(PY) -m demo
@@ -48,6 +48,10 @@ $(STAMP): pyproject.toml | system-deps
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $@
 
+# The package as users install it (tests/integration/ops/test_wheel.py installs one too).
+wheel: install
+	$(PY) -m pip wheel --quiet --no-deps -w dist .
+
 jars: $(JARS_STAMP)
 
 # The Kafka and worker images of the integration suite (podman; CONTAINER_ENGINE=docker works).
@@ -65,4 +69,4 @@ system-deps:
 	@$(PYTHON) -c 'import venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; }
 
 clean:
-	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out
+	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out build dist *.egg-info

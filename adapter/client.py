@@ -5,17 +5,17 @@ same enum values and return types. ``set_name_server_address`` takes Kafka boots
 
 Known gaps: ``PullConsumer`` (not in 2.0's ``__all__``) is not provided.
 ``TransactionMQProducer`` refuses delayed messages, where the original sends them and the
-broker drops them (see :mod:`adapter.transaction_producer`).
+broker drops them (see :mod:`adapter.transaction.producer`).
 """
 
 from __future__ import annotations
 
 from adapter.config import MessageModel
-from adapter.consumer import ConsumeStatus, PushConsumer
+from adapter.consumer.push_consumer import ConsumeStatus, PushConsumer
 from adapter.message import Message, ReceivedMessage
-from adapter.producer import Producer, SendResult, SendStatus
+from adapter.producer.producer import Producer, SendResult, SendStatus
 from adapter.properties import MessageProperty
-from adapter.transaction_producer import TransactionMQProducer, TransactionStatus
+from adapter.transaction.producer import TransactionMQProducer, TransactionStatus
 
 __all__ = [
     "SendStatus",

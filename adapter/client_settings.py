@@ -11,16 +11,37 @@ Known gaps: ``set_session_credentials`` does not configure Kafka security; use t
 from __future__ import annotations
 
 import logging
+from types import TracebackType
+from typing import Self
 
 log = logging.getLogger(__name__)
 
 
 class ClientSettings:
-    """Name, group and address of a client; subclasses read them at ``start()``."""
+    """Name, group and address of a client; subclasses read them at ``start()``. A client is
+    also a context manager: ``with Producer(...) as p`` starts it and shuts it down."""
 
     _group: str
     _instance_name: str = "DEFAULT"
     _bootstrap: str | None = None
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
 
     def set_group(self, group_name: str) -> None:
         self._group = group_name

@@ -23,11 +23,11 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, ClassVar
 
+from adapter import naming
 from adapter.delay import DEFAULT_LEVELS, DelayLevels
 from adapter.exceptions import ConfigError
-from adapter.transaction.state import CheckPolicy
 
 ENV_PREFIX = "RMQ_ADAPTER_"
 ENV_BOOTSTRAP = ENV_PREFIX + "BOOTSTRAP"
@@ -109,6 +109,29 @@ class KafkaSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckPolicy:
+    """RocketMQ's broker settings for the check-back, with its defaults."""
+
+    transaction_timeout_ms: int = 6_000
+    """``transactionTimeOut``: the first check comes this long after the message was born."""
+    check_interval_ms: int = 30_000
+    """``transactionCheckInterval``: the time between two checks of one message."""
+    check_max: int = 15
+    """``transactionCheckMax``: a message checked this often is discarded at its next due time."""
+    retention_ms: int = 72 * 3600 * 1000
+    """``fileReservedTime``: a message older than this is discarded at its next due time."""
+    end_wait_ms: int = 10_000
+    """How long an END naming a half message that does not exist yet waits before refusal."""
+
+    def __post_init__(self) -> None:
+        for name in ("transaction_timeout_ms", "check_interval_ms", "retention_ms", "end_wait_ms"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.check_max < 0:
+            raise ConfigError(f"check max must be 0 or more, got {self.check_max}")
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerConfig:
     kafka: KafkaSettings
     group: str
@@ -140,6 +163,17 @@ class ProducerConfig:
             settings["compression.level"] = self.compress_level
         return self.kafka.librdkafka(settings)
 
+    def check_consumer(self, check_topic: str) -> dict[str, Any]:
+        """All producers of a group share one consumer group on the group's check topic."""
+        return self.kafka.librdkafka(
+            {
+                "group.id": check_topic,
+                "client.id": f"{self.group}@{self.instance_name}-checks",
+                **_GROUP_CONSUMER,
+                "session.timeout.ms": 6000,
+            }
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerConfig:
@@ -170,10 +204,8 @@ class ConsumerConfig:
 
     @property
     def kafka_group_id(self) -> str:
-        from adapter.naming import broadcast_group_id
-
         if self.message_model == MessageModel.BROADCASTING:
-            return broadcast_group_id(self.group, self.instance_name)
+            return naming.broadcast_group_id(self.group, self.instance_name)
         return self.group
 
     def librdkafka(self) -> dict[str, Any]:
@@ -210,18 +242,6 @@ def delay_levels_from_env(environ: Mapping[str, str] | None = None) -> DelayLeve
     return DelayLevels.parse(env.get(ENV_DELAY_LEVELS) or DEFAULT_LEVELS)
 
 
-def _check_worker(worker_id: str, kafka_transaction_timeout_ms: int, max_batch: int) -> None:
-    if kafka_transaction_timeout_ms < 1000:
-        raise ConfigError(
-            "the Kafka transaction timeout must be at least 1000 ms, "
-            f"got {kafka_transaction_timeout_ms}"
-        )
-    if max_batch <= 0:
-        raise ConfigError(f"max batch must be positive, got {max_batch}")
-    if not worker_id:
-        raise ConfigError("the worker id must not be empty")
-
-
 def default_worker_id() -> str:
     """Unique per process. Give a worker a stable ``--worker-id`` (e.g. a StatefulSet pod
     name) so that its successor fences it and aborts its open transaction at once, instead of
@@ -230,35 +250,47 @@ def default_worker_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ForwarderConfig:
-    """The schedule forwarder worker (``rmq-adapter worker schedule``)."""
+class WorkerConfig:
+    """What every adapter worker is configured with: Kafka, its id, its own transactions."""
+
+    kind: ClassVar[str] = "worker"
+    linger_ms: ClassVar[int] = 5
+    consumer_settings: ClassVar[Mapping[str, Any]] = {}
 
     kafka: KafkaSettings
-    levels: DelayLevels = field(default_factory=DelayLevels.parse)
     worker_id: str = field(default_factory=default_worker_id)
     kafka_transaction_timeout_ms: int = DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
     """Kafka's ``transaction.timeout.ms``: how long a dead worker's open transaction holds
     back what it wrote, when its successor has another worker id."""
-    max_batch: int = 5000
-    """Most records forwarded in one Kafka transaction."""
+    max_batch: int = 2000
+    """Most records one Kafka transaction carries."""
     max_wait_ms: int = 500
     """Longest a poll blocks while nothing is due, so stop() is noticed promptly."""
 
     def __post_init__(self) -> None:
-        _check_worker(self.worker_id, self.kafka_transaction_timeout_ms, self.max_batch)
+        if self.kafka_transaction_timeout_ms < 1000:
+            raise ConfigError(
+                "the Kafka transaction timeout must be at least 1000 ms, "
+                f"got {self.kafka_transaction_timeout_ms}"
+            )
+        if self.max_batch <= 0:
+            raise ConfigError(f"max batch must be positive, got {self.max_batch}")
+        if not self.worker_id:
+            raise ConfigError("the worker id must not be empty")
 
     @property
     def transactional_id(self) -> str:
-        return f"rmq-adapter-schedule-{self.worker_id}"
+        return f"rmq-adapter-{self.kind}-{self.worker_id}"
 
     def producer(self) -> dict[str, Any]:
+        """The worker's transactional producer."""
         return self.kafka.librdkafka(
             {
                 "client.id": self.transactional_id,
                 "transactional.id": self.transactional_id,
                 "transaction.timeout.ms": self.kafka_transaction_timeout_ms,
                 **_SAFE_PRODUCER,
-                "linger.ms": 5,
+                "linger.ms": self.linger_ms,
                 "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + _HEADROOM,
             }
         )
@@ -269,58 +301,33 @@ class ForwarderConfig:
                 "group.id": group,
                 "client.id": self.transactional_id,
                 **_GROUP_CONSUMER,
-                "queued.max.messages.kbytes": 16384,
+                **self.consumer_settings,
             }
         )
 
 
 @dataclass(frozen=True, slots=True)
-class CoordinatorConfig:
-    """The transaction coordinator worker (``rmq-adapter worker transactions``)."""
+class ForwarderConfig(WorkerConfig):
+    """The schedule forwarder worker (``rmq-adapter worker schedule``)."""
 
-    kafka: KafkaSettings
+    kind: ClassVar[str] = "schedule"
+    consumer_settings: ClassVar[Mapping[str, Any]] = {"queued.max.messages.kbytes": 16384}
+
+    max_batch: int = 5000
+    levels: DelayLevels = field(default_factory=DelayLevels.parse)
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig(WorkerConfig):
+    """The transaction coordinator worker (``rmq-adapter worker transactions``). HALF and END
+    are subscribed together; the range assignor gives one worker partition p of both (they
+    have the same partition count)."""
+
+    kind: ClassVar[str] = "transactions"
+    linger_ms: ClassVar[int] = 2
+    consumer_settings: ClassVar[Mapping[str, Any]] = {
+        "partition.assignment.strategy": "range",
+        "fetch.wait.max.ms": 20,
+    }
+
     policy: CheckPolicy = field(default_factory=CheckPolicy)
-    worker_id: str = field(default_factory=default_worker_id)
-    kafka_transaction_timeout_ms: int = DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
-    max_batch: int = 2000
-    """Most decisions, checks and discards applied in one Kafka transaction."""
-    max_wait_ms: int = 500
-    """Longest a poll blocks while nothing is due, so stop() is noticed promptly."""
-
-    def __post_init__(self) -> None:
-        _check_worker(self.worker_id, self.kafka_transaction_timeout_ms, self.max_batch)
-        policy = self.policy
-        for name in ("transaction_timeout_ms", "check_interval_ms", "retention_ms"):
-            if getattr(policy, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(policy, name)}")
-        if policy.check_max < 0:
-            raise ConfigError(f"check max must be 0 or more, got {policy.check_max}")
-
-    @property
-    def transactional_id(self) -> str:
-        return f"rmq-adapter-transactions-{self.worker_id}"
-
-    def producer(self) -> dict[str, Any]:
-        return self.kafka.librdkafka(
-            {
-                "client.id": self.transactional_id,
-                "transactional.id": self.transactional_id,
-                "transaction.timeout.ms": self.kafka_transaction_timeout_ms,
-                **_SAFE_PRODUCER,
-                "linger.ms": 2,
-                "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + _HEADROOM,
-            }
-        )
-
-    def consumer(self, group: str) -> dict[str, Any]:
-        """HALF and END are subscribed together; the range assignor gives one worker
-        partition p of both (they have the same partition count)."""
-        return self.kafka.librdkafka(
-            {
-                "group.id": group,
-                "client.id": self.transactional_id,
-                **_GROUP_CONSUMER,
-                "partition.assignment.strategy": "range",
-                "fetch.wait.max.ms": 20,
-            }
-        )

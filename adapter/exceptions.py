@@ -12,7 +12,7 @@ compatibility; nothing here raises them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Self
 
 __all__ = [
     "RocketMQException",
@@ -34,6 +34,9 @@ __all__ = [
     "CodecError",
     "CorruptRecordError",
     "UnknownSchemaError",
+    "UnusableRecordError",
+    "DeliveryError",
+    "KafkaUnavailableError",
     "TopicLayoutError",
     "BrokerError",
     "ConfigError",
@@ -88,8 +91,12 @@ class AdapterError(RocketMQException):
     """Root of the adapter's own errors.
 
     Subclasses of :class:`RocketMQException` so that code catching the drop-in root also
-    catches these. Attributes are ``None`` where they do not apply.
+    catches these. Attributes are ``None`` where they do not apply. ``kind`` names the class
+    of failure in one or two words; :attr:`reason` (``kind: message``) is what a parked record
+    carries in its ``reason`` header.
     """
+
+    kind: ClassVar[str] = "error"
 
     def __init__(
         self,
@@ -108,6 +115,21 @@ class AdapterError(RocketMQException):
         self.msg_id = msg_id
         self.kafka_error = kafka_error
 
+    @property
+    def reason(self) -> str:
+        return f"{self.kind}: {self.args[0] if self.args else ''}"
+
+    def located(self, topic: str, partition: int, offset: int) -> Self:
+        """This error, with the record it is about (for errors raised before that was known)."""
+        self.topic, self.partition, self.offset = topic, partition, offset
+        return self
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.partition is not None and self.offset is not None:
+            return f"{text} (record {self.topic}[{self.partition}]@{self.offset})"
+        return text
+
 
 class ConfigError(AdapterError):
     """A setting is invalid (a bad delay-level string, a negative timeout, an unknown key)."""
@@ -115,6 +137,8 @@ class ConfigError(AdapterError):
 
 class InvalidNameError(AdapterError, ValueError):
     """A topic or group name breaks RocketMQ's naming rules or Kafka's length limit."""
+
+    kind = "invalid"
 
 
 class InvalidMessageError(AdapterError, ValueError):
@@ -132,6 +156,8 @@ class TagExpressionError(AdapterError, ValueError):
 class CodecError(AdapterError):
     """A system-topic record could not be encoded or decoded. ``raw`` keeps the bytes."""
 
+    kind = "corrupt"
+
     def __init__(self, message: str, *, raw: bytes = b"", **where: Any) -> None:
         super().__init__(message, **where)
         self.raw = raw
@@ -143,6 +169,27 @@ class CorruptRecordError(CodecError):
 
 class UnknownSchemaError(CodecError):
     """The bytes carry a well-formed header whose schema fingerprint this version does not know."""
+
+
+class UnusableRecordError(AdapterError):
+    """A record decodes but can never be applied: addressed to a system topic, written to the
+    wrong partition, naming an invalid group. ``kind`` says which."""
+
+    def __init__(self, kind: str, message: str, **where: Any) -> None:
+        super().__init__(message, **where)
+        self.kind = kind  # type: ignore[misc]
+
+
+class DeliveryError(AdapterError):
+    """Kafka did not acknowledge a record in time, or refused it; ``kafka_error`` has the cause."""
+
+    kind = "not delivered"
+
+
+class KafkaUnavailableError(AdapterError):
+    """Kafka could not be reached at the configured address within the deadline."""
+
+    kind = "unreachable"
 
 
 class TopicLayoutError(AdapterError):

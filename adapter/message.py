@@ -14,13 +14,15 @@ is the broker's append time only on topics with ``message.timestamp.type=LogAppe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from adapter import properties as prop
 from adapter.exceptions import InvalidMessageError
 
-Headers = list[tuple[str, str | bytes | None]]
+ReceivedHeaders = Sequence[tuple[str, str | bytes | None]]
+"""Headers as a consumer reads them (a header value may be ``None``)."""
 
 
 def _to_bytes(value: str | bytes | bytearray) -> bytes:
@@ -115,19 +117,27 @@ class Message:
     def delay_time_level(self) -> int:
         return self._delay_level
 
-    def headers(self, msg_id: str) -> Headers:
+    def headers(self, msg_id: str) -> prop.Headers:
         """Kafka headers for this message: ``UNIQ_KEY``, ``TAGS``, ``KEYS`` and user properties."""
-        headers: Headers = [(prop.UNIQ_KEY, msg_id.encode("ascii"))]
-        if self._tags is not None:
-            headers.append((prop.TAGS, self._tags))
-        if self._keys is not None:
-            headers.append((prop.KEYS, self._keys))
-        if self._properties:
-            headers.extend(self._properties.items())
-        return headers
+        return prop.message_headers(
+            msg_id, tags=self._tags, keys=self._keys, properties=self._properties
+        )
 
     def __repr__(self) -> str:
         return f"<Message topic={self._topic!r} tags={self._tags!r} body={self._body[:40]!r}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A record for a real topic, as a worker or a send-back writes it."""
+
+    topic: str
+    """The RocketMQ topic name (not yet escaped for Kafka)."""
+    queue_id: int
+    """The partition, or -1 for any."""
+    key: bytes | None
+    value: bytes
+    headers: prop.Headers
 
 
 class ReceivedMessage:
@@ -155,7 +165,7 @@ class ReceivedMessage:
         queue_offset: int,
         timestamp: int,
         append_time: bool,
-        headers: Headers | None,
+        headers: ReceivedHeaders | None,
     ) -> None:
         self._topic = topic
         self._kafka_topic = kafka_topic

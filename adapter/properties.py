@@ -10,6 +10,7 @@ Known gaps: none of RocketMQ's region, trace or pop-checkpoint properties are pr
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from enum import StrEnum
 
 KEYS = "KEYS"
@@ -84,3 +85,49 @@ class MessageProperty(StrEnum):
     UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
     MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
     CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+
+
+Headers = list[tuple[str, bytes]]
+"""Kafka record headers as the adapter writes them: (property name, UTF-8 value)."""
+
+_OWN_FIELDS = frozenset({UNIQ_KEY, TAGS, KEYS})
+
+
+def _utf8(value: str | bytes) -> bytes:
+    return value if type(value) is bytes else str(value).encode("utf-8")
+
+
+def message_headers(
+    unique_key: str,
+    tags: str | bytes | None = None,
+    keys: str | bytes | None = None,
+    properties: Mapping[str, str | bytes] | None = None,
+    *,
+    omit: Collection[str] = (),
+    born_ms: int | None = None,
+    extra: Iterable[tuple[str, str | bytes]] = (),
+) -> Headers:
+    """The headers of a message on a real topic, the one place they are built.
+
+    ``UNIQ_KEY``, ``TAGS`` and ``KEYS`` first, then ``properties`` except ``omit`` and except
+    any name set by the other arguments (a stale copy never wins over them), then
+    ``BORN_TIMESTAMP`` = ``born_ms`` unless ``properties`` carries one, then ``extra``.
+    """
+    headers: Headers = [(UNIQ_KEY, unique_key.encode("utf-8"))]
+    if tags is not None:
+        headers.append((TAGS, _utf8(tags)))
+    if keys is not None:
+        headers.append((KEYS, _utf8(keys)))
+    extra = list(extra)
+    if properties:
+        if omit or extra:
+            skip = _OWN_FIELDS.union(omit, (name for name, _ in extra))
+        else:
+            skip = _OWN_FIELDS
+        headers.extend(
+            (name, _utf8(value)) for name, value in properties.items() if name not in skip
+        )
+    if born_ms is not None and not (properties and BORN_TIMESTAMP in properties):
+        headers.append((BORN_TIMESTAMP, str(born_ms).encode()))
+    headers.extend((name, _utf8(value)) for name, value in extra)
+    return headers

@@ -16,7 +16,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from adapter import broker, naming
+from adapter import naming
+from adapter.ops import broker
 
 
 @contextlib.contextmanager

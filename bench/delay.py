@@ -31,10 +31,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from adapter import naming, topics
+from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message, Producer
 from adapter.delay import DelayLevels
+from adapter.kafka import topics
 from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
 
 BODY = b"x" * 100
@@ -51,7 +52,7 @@ class Forwarder:
             [
                 sys.executable,
                 "-m",
-                "adapter.cli",
+                "adapter",
                 "--log-level",
                 "WARNING",
                 "worker",
@@ -271,7 +272,10 @@ def main() -> None:
     parser.add_argument("--mixed", type=int, default=6_000)
     args = parser.parse_args()
     with kafka() as bootstrap:
-        topics.init_topics(bootstrap, topics.system_layout(topics.DEFAULT_HALF_PARTITIONS, LEVELS))
+        topics.init_topics(
+            {"bootstrap.servers": bootstrap},
+            topics.system_layout(topics.DEFAULT_HALF_PARTITIONS, LEVELS),
+        )
         table = Table("Delayed delivery, one forwarder process (lateness in ms)")
         bench_burst(bootstrap, args.burst, table)
         bench_drain(bootstrap, args.burst, table)

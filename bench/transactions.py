@@ -53,9 +53,10 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka import Producer as KafkaProducer
 
-from adapter import naming, topics
+from adapter import naming
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
+from adapter.kafka import topics
 from adapter.message import ReceivedMessage
 from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
 
@@ -105,7 +106,7 @@ class Coordinator:
             [
                 sys.executable,
                 "-m",
-                "adapter.cli",
+                "adapter",
                 "--log-level",
                 "INFO",
                 "worker",
@@ -625,7 +626,9 @@ def main() -> None:
             setattr(args, name, max(10, getattr(args, name) // 10))
     table = Table("Transactional messages, one coordinator process (latencies in ms)")
     with kafka() as bootstrap, contextlib.ExitStack() as stack:
-        topics.init_topics(bootstrap, topics.system_layout(8, DelayLevels.parse()))
+        topics.init_topics(
+            {"bootstrap.servers": bootstrap}, topics.system_layout(8, DelayLevels.parse())
+        )
 
         coordinator = Coordinator(bootstrap, "default")
         stack.callback(report_problems, "default", coordinator)

@@ -28,8 +28,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from adapter import broker, topics
-
 # The only change a RocketMQ application makes: this import.
 from adapter.client import (
     ConsumeStatus,
@@ -40,6 +38,8 @@ from adapter.client import (
     TransactionMQProducer,
     TransactionStatus,
 )
+from adapter.kafka import topics
+from adapter.ops import broker
 
 ORDERS = 20
 STEPS = ("Created", "Paid", "Shipped")
@@ -287,13 +287,13 @@ def main() -> None:
     address = broker.start(broker.BrokerConfig(data_dir, port=broker.free_port_pair()))
     forwarder = None
     try:
-        topics.init_topics(address, topics.system_layout())
+        topics.init_topics({"bootstrap.servers": address}, topics.system_layout())
         print("starting the workers (rmq-adapter worker all: coordinator and forwarder)...")
         forwarder = subprocess.Popen(  # noqa: S603 - fixed argv
             [
                 sys.executable,
                 "-m",
-                "adapter.cli",
+                "adapter",
                 "--log-level",
                 "WARNING",
                 "worker",

@@ -65,11 +65,14 @@ if ! exists "localhost/rmq-kafka:$kafka_key"; then
 fi
 build rmq-kafka "$kafka_key" "$context/kafka"
 
-# Worker: the runtime dependencies of pyproject.toml, as wheels fetched here.
+# Worker: the adapter's own wheel, built here, and its runtime dependencies as wheels fetched
+# here. The key covers the package's sources, so a code change builds a new image.
 worker_dir="$here/containers/worker"
-worker_key="$(echo "$base_id" | key - "$worker_dir"/* "$root/pyproject.toml")"
+sources="$(cd "$root" && git ls-files -co --exclude-standard adapter pyproject.toml | sort)"
+worker_key="$(echo "$base_id" | key - "$worker_dir"/* <(cd "$root" && cat $sources))"
 if ! exists "localhost/rmq-worker:$worker_key"; then
   mkdir -p "$context/worker/wheels" && cp -r "$worker_dir"/. "$context/worker/"
+  python3 -m pip wheel --quiet --no-deps -w "$context/worker/wheels" "$root"
   python3 - "$root/pyproject.toml" > "$context/worker/requirements.txt" <<'PY'
 import sys, tomllib
 print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))

@@ -7,7 +7,7 @@
 3. A local broker process from the pinned jars, or when ``RMQ_TEST_KAFKA=process`` asks for it.
 
 Every broker the suite starts is a single KRaft node with the settings of
-``adapter.broker.SINGLE_NODE_SETTINGS`` (offsets and transaction state at replication factor 1).
+``adapter.ops.broker.SINGLE_NODE_SETTINGS`` (offsets and transaction state at replication factor 1).
 Fault injection: ``pause()`` / ``unpause()`` freeze the broker (container pause, or SIGSTOP for a
 process) and ``restart()`` stops and starts it on the same address and data.
 """
@@ -24,7 +24,7 @@ from typing import Protocol
 
 import pytest
 
-from adapter import broker as local_broker
+from adapter.ops import broker as local_broker
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +39,8 @@ class Broker(Protocol):
     def pause(self) -> None: ...
     def unpause(self) -> None: ...
     def restart(self) -> None: ...
+    def down(self) -> None: ...
+    def up(self) -> None: ...
     def stop(self) -> None: ...
 
 
@@ -69,7 +71,7 @@ class ExistingCluster:
     def _refuse(self) -> None:
         pytest.skip("fault injection needs a broker the suite started, not KAFKA_BOOTSTRAP")
 
-    pause = unpause = restart = _refuse
+    pause = unpause = restart = down = up = _refuse
 
     def stop(self) -> None:
         pass
@@ -93,7 +95,14 @@ class LocalProcessBroker:
         self._signal(signal.SIGCONT)
 
     def restart(self) -> None:
+        self.down()
+        self.up()
+
+    def down(self) -> None:
+        """Stop the broker (SIGTERM, as an operator does), keeping its address and data."""
         local_broker.stop(self.config.data_dir)
+
+    def up(self) -> None:
         local_broker.start(self.config)
 
     def stop(self) -> None:
@@ -161,10 +170,17 @@ class ContainerBroker:
         self.container.get_wrapped_container().unpause()
 
     def restart(self) -> None:
+        self.down()
+        self.up()
+
+    def down(self) -> None:
+        """Stop the container (SIGTERM, then SIGKILL after 30 s), keeping its address and data."""
         wrapped = self.container.get_wrapped_container()
         wrapped.stop(timeout=30)
         wrapped.wait(timeout=60)
-        wrapped.start()
+
+    def up(self) -> None:
+        self.container.get_wrapped_container().start()
         wait_until_ready(self.bootstrap)
 
     def stop(self) -> None:

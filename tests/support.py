@@ -1,13 +1,28 @@
-"""Helpers shared by the test suites: one ``wait_until`` with a deadline, and a recorder."""
+"""Helpers shared by the test suites: one ``wait_until`` with a deadline, a recorder, fresh
+names, and the Kafka reads the integration tests count messages with."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from confluent_kafka import Message as KafkaRecord
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from adapter import naming
+from adapter.client import Message, Producer, SendResult
+from adapter.delay import DelayLevels
+from adapter.kafka import clients, io, topics
+from adapter.kafka.worker import ExactlyOnceWorker
 
 T = TypeVar("T")
+W = TypeVar("W", bound=ExactlyOnceWorker)
 
 
 def wait_until(
@@ -31,7 +46,7 @@ class Recorder:
         from adapter.client import ConsumeStatus
 
         self.result = ConsumeStatus.CONSUME_SUCCESS if result is None else result
-        self.messages: list[object] = []
+        self.messages: list[Any] = []
         self._lock = threading.Lock()
 
     def __call__(self, message: object) -> object:
@@ -42,8 +57,115 @@ class Recorder:
     @property
     def bodies(self) -> list[bytes]:
         with self._lock:
-            return [m.body for m in self.messages]  # type: ignore[attr-defined]
+            return [m.body for m in self.messages]
 
     def __len__(self) -> int:
         with self._lock:
             return len(self.messages)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def announce(config: pytest.Config, line: str) -> None:
+    """One line in the test output, whether or not pytest captures it."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(line, flush=True)
+
+
+def send(
+    producer: Producer,
+    topic: str,
+    body: str | bytes,
+    tags: str | None = None,
+    keys: str | None = None,
+    **props: str,
+) -> SendResult:
+    message = Message(topic)
+    message.set_body(body)
+    if tags:
+        message.set_tags(tags)
+    if keys:
+        message.set_keys(keys)
+    for key, value in props.items():
+        message.set_property(key, value)
+    return producer.send_sync(message)
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 where none), as `status` reads it."""
+    wanted = [TopicPartition(naming.kafka_topic(topic), p) for p in range(partitions)]
+    conf = {"bootstrap.servers": bootstrap}
+    return dict(enumerate(io.committed_offsets(conf, group, wanted)))
+
+
+def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> str:
+    """A fresh topic on a broker other than the session's (no clean-up needed there)."""
+    name = unique(prefix)
+    admin = clients.admin({"bootstrap.servers": bootstrap})
+    new = NewTopic(naming.kafka_topic(name), partitions, 1)
+    for future in admin.create_topics([new]).values():
+        future.result(timeout=30)
+    return name
+
+
+def init_system_topics(bootstrap: str, levels: DelayLevels) -> None:
+    topics.init_topics(
+        {"bootstrap.servers": bootstrap},
+        topics.system_layout(topics.DEFAULT_HALF_PARTITIONS, levels),
+    )
+
+
+@contextlib.contextmanager
+def running_workers() -> Iterator[Callable[[W], W]]:
+    """Runs workers on threads; on exit stops them all and fails if one does not stop."""
+    running: list[tuple[ExactlyOnceWorker, threading.Thread]] = []
+
+    def run(worker: W) -> W:
+        thread = threading.Thread(target=worker.run, name=worker.name, daemon=True)
+        thread.start()
+        running.append((worker, thread))
+        return worker
+
+    yield run
+    for worker, _ in running:
+        worker.stop()
+    for worker, thread in running:
+        thread.join(30)
+        assert not thread.is_alive(), f"a {worker.name} did not stop within 30 s"
+
+
+def read_committed(
+    bootstrap: str, topic: str, expected: int, timeout: float = 60
+) -> list[KafkaRecord]:
+    """Every record of Kafka topic ``topic`` (a RocketMQ name) a read_committed reader sees,
+    once ``expected`` are there, and a little longer, so that duplicates would show."""
+    kafka_topic = naming.kafka_topic(topic)
+    consumer = clients.consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(kafka_topic, timeout=10)
+        partitions = metadata.topics[kafka_topic].partitions
+        consumer.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
+        records: list[KafkaRecord] = []
+        deadline = time.monotonic() + timeout
+        settle_until = None
+        while time.monotonic() < deadline:
+            for record in consumer.consume(500, 0.2):
+                if record.error() is None:
+                    records.append(record)
+            if len(records) >= expected and settle_until is None:
+                settle_until = time.monotonic() + 2.0
+            if settle_until is not None and time.monotonic() > settle_until:
+                break
+        return records
+    finally:
+        consumer.close()

@@ -1,8 +1,9 @@
 """Adapter workers (or test helper programs) run as a process or in a container, to be killed.
 
 ``start_worker(kind, module, *args)`` runs ``python -m module args`` either as a child process
-or in the worker image built by ``infra/images.sh`` (the checkout mounted read-only at /app, on
-the host network so it reaches the broker at the same address). Paths under the test's tmp
+or in the worker image built by ``infra/images.sh`` (the adapter installed from its wheel, the
+checkout's ``tests/`` mounted read-only at /app/tests, on the host network so it reaches the
+broker at the same address). Paths under the test's tmp
 directory are mounted at the same path, so both kinds read and write the same files.
 
 Fault injection: ``kill()`` sends SIGKILL (to the process, or to the container's main process),
@@ -45,6 +46,7 @@ class ProcessWorker:
             [sys.executable, "-m", module, *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,  # kept with the rest: nothing reaches the terminal
             text=True,
         )
         self.lines: list[str] = []
@@ -71,6 +73,10 @@ class ProcessWorker:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
 
+    def wait(self, timeout: float) -> int:
+        """The exit code, once the worker ends by itself (burst mode)."""
+        return self.process.wait(timeout)
+
     def terminate(self, timeout: float = 30.0) -> int:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout)
@@ -85,7 +91,7 @@ class ContainerWorker:
         self.container = (
             DockerContainer(image)
             .with_command(["python", "-m", module, *args])
-            .with_volume_mapping(str(ROOT), "/app", "ro")
+            .with_volume_mapping(str(ROOT / "tests"), "/app/tests", "ro")
             .with_kwargs(network_mode="host", labels={TEST_LABEL: "worker"})
         )
         for path in mounts:

@@ -16,11 +16,9 @@ Known gaps: property values must be UTF-8 text (Avro strings); RocketMQ stores a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from adapter import properties as prop
-from adapter.message import Message, ReceivedMessage, text_property
-from adapter.records import ScheduledMessage
+from adapter.message import Delivery, Message, ReceivedMessage, text_property
+from adapter.wire.records import ScheduledMessage
 
 # Properties carried in their own fields, or set afresh on delivery.
 _FIELDS = frozenset({prop.UNIQ_KEY, prop.TAGS, prop.KEYS, prop.DELAY, prop.RECONSUME_TIME})
@@ -84,35 +82,12 @@ def sent_back(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """A record for a real topic: where it goes and what it carries."""
-
-    topic: str
-    """The RocketMQ topic name (not yet escaped for Kafka)."""
-    queue_id: int
-    """The partition, or -1 for any."""
-    key: bytes | None
-    value: bytes
-    headers: list[tuple[str, bytes]]
-
-
 def delivered(record: ScheduledMessage) -> Delivery:
     """The real message a due ``ScheduledMessage`` turns back into."""
-    headers: list[tuple[str, bytes]] = [(prop.UNIQ_KEY, record.unique_key.encode())]
-    if record.tags is not None:
-        headers.append((prop.TAGS, record.tags.encode()))
-    if record.keys is not None:
-        headers.append((prop.KEYS, record.keys.encode()))
-    headers.extend(
-        (name, value.encode())
-        for name, value in record.properties.items()
-        if name not in _FIELDS and name not in (prop.REAL_TOPIC, prop.REAL_QUEUE_ID)
-    )
-    if prop.BORN_TIMESTAMP not in record.properties:
-        headers.append((prop.BORN_TIMESTAMP, str(record.born_timestamp).encode()))
-    if record.reconsume_times:
-        headers.append((prop.RECONSUME_TIME, str(record.reconsume_times).encode()))
-    headers.append((prop.REAL_TOPIC, record.topic.encode()))
-    headers.append((prop.REAL_QUEUE_ID, str(record.queue_id).encode()))
+    extra = [(prop.RECONSUME_TIME, str(record.reconsume_times))] if record.reconsume_times else []
+    extra += [(prop.REAL_TOPIC, record.topic), (prop.REAL_QUEUE_ID, str(record.queue_id))]
+    headers = prop.message_headers(
+        record.unique_key, record.tags, record.keys, record.properties,
+        omit=_FIELDS, born_ms=record.born_timestamp, extra=extra,
+    )  # fmt: skip
     return Delivery(record.topic, record.queue_id, record.key, record.body, headers)

@@ -15,7 +15,7 @@ to their real topic and queue. Beyond RocketMQ:
 - a real topic that refuses a delivery is retried with back-off (tenacity's wait strategy)
   while the other levels go on; a record that can never be delivered (corrupt, or addressed to a
   system topic, or too large) is parked in ``RMQ_SYS_POISON_TOPIC`` with the reason, in the same
-  transaction, instead of blocking its level forever or being dropped.
+  transaction, instead of blocking its level forever or being dropped (:func:`plan_batch`).
 
 Known gaps: a level's records are held in memory from fetch until due (bounded by the fetch
 size, since a partition with records waiting is paused). A record whose ``REAL_QID`` is not a
@@ -25,26 +25,28 @@ partition of its real topic goes to any partition.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import tenacity
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from adapter import codec, naming
+from adapter import naming
 from adapter.config import ForwarderConfig
-from adapter.exceptions import AdapterError, CodecError
-from adapter.fetch import fetch
-from adapter.records import ScheduledMessage
+from adapter.exceptions import AdapterError
+from adapter.kafka import clients
+from adapter.kafka.io import caught_up, fetch
+from adapter.kafka.topics import check_schedule_partitions
+from adapter.kafka.worker import ExactlyOnceWorker, parked_headers
+from adapter.message import Delivery
 from adapter.schedule.due import corrected_due_ms, due_ms
-from adapter.schedule.envelope import Delivery, delivered
+from adapter.schedule.envelope import delivered
 from adapter.schedule.head_of_line import Entry, HeadOfLine
-from adapter.topics import check_schedule_partitions, schedule_partitions
-from adapter.transactional_worker import TransactionalWorker, now_ms, parked_headers, produce
+from adapter.schedule.metrics import ForwarderMetrics
+from adapter.wire import codec
+from adapter.wire.records import ScheduledMessage
 
 log = logging.getLogger("adapter.schedule")
 
@@ -63,7 +65,9 @@ _PERMANENT = frozenset(
 )
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _BACKOFF = tenacity.wait_exponential(multiplier=0.1, max=30) + tenacity.wait_random(0, 0.1)
-_TOPIC_CACHE_S = 30.0
+
+Held = Entry[bytes]
+"""A SCHEDULE record held until due: its level partition, offset, due time and value."""
 
 
 def backoff_s(attempt: int) -> float:
@@ -73,82 +77,89 @@ def backoff_s(attempt: int) -> float:
     return float(_BACKOFF(state))
 
 
-class ForwarderMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.backlog = Gauge(
-            "rmq_schedule_backlog",
-            "Records of a level not yet forwarded (end offset - position).",
-            ["level"],
-            registry=registry,
-        )
-        self.forwarded = Counter(
-            "rmq_schedule_forwarded",
-            "Records forwarded to their real topic.",
-            ["level"],
-            registry=registry,
-        )
-        self.lateness = Histogram(
-            "rmq_schedule_lateness_seconds",
-            "Commit time of a forwarded record minus its due time.",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=registry,
-        )
-        self.parked = Counter(
-            "rmq_schedule_parked",
-            "Records parked in the poison topic.",
-            ["reason"],
-            registry=registry,
-        )
-        self.refused = Counter(
-            "rmq_schedule_refused",
-            "Deliveries refused by a real topic and retried with back-off.",
-            ["level"],
-            registry=registry,
-        )
+@dataclass(frozen=True, slots=True)
+class Send:
+    """One record of a batch: a delivery to its real topic, or (``delivery`` None) the SCHEDULE
+    record parked in the poison topic with ``reason``."""
+
+    entry: Held
+    topic: str
+    partition: int | None
+    delivery: Delivery | None
+    reason: str | None
 
 
 @dataclass(slots=True)
-class _Batch:
-    """One transaction's work: what to produce, and the positions it consumes."""
+class Batch:
+    """One transaction's work: what to produce, the positions it consumes, what waits."""
 
-    sends: list[tuple[Entry[KafkaRecord], str, int | None, Delivery | None, str | None]] = field(
-        default_factory=list
-    )
+    sends: list[Send] = field(default_factory=list)
     positions: dict[int, int] = field(default_factory=dict)
-    put_back: list[Entry[KafkaRecord]] = field(default_factory=list)
+    put_back: list[Held] = field(default_factory=list)
+    refused: dict[int, str] = field(default_factory=dict)
+    """Levels whose real topic is not there, with the reason; they wait and retry."""
 
     @property
-    def entries(self) -> list[Entry[KafkaRecord]]:
-        return [send[0] for send in self.sends]
+    def entries(self) -> list[Held]:
+        return [send.entry for send in self.sends]
 
 
-class ScheduleForwarder(TransactionalWorker):
+def plan_batch(
+    entries: Sequence[Held], *, doomed: dict[tuple[int, int], str], partitions: Callable[[str], int]
+) -> Batch:
+    """What to do with due records (pure): deliver each to its real topic; park the ones that
+    can never be delivered (not decodable, addressed to a system topic, or ``doomed`` by an
+    earlier refusal no retry cures), with the reason; and, for a level whose real topic does
+    not exist (``partitions`` returns 0), put the record and the rest of its level back, so
+    the level is retried later while the others go on."""
+    batch = Batch()
+    for entry in entries:
+        if entry.partition in batch.refused:
+            batch.put_back.append(entry)
+            continue
+        reason = doomed.pop((entry.partition, entry.offset), None)
+        delivery: Delivery | None = None
+        topic, partition = POISON, None
+        if reason is None:
+            try:
+                delivery = delivered(codec.decode_as(ScheduledMessage, entry.item, canonical=False))
+                topic = naming.sendable_kafka_topic(delivery.topic)
+            except AdapterError as exc:
+                reason, delivery = exc.reason, None
+        if delivery is not None:
+            count = partitions(topic)
+            if not count:
+                batch.refused[entry.partition] = f"topic {delivery.topic!r} is not available"
+                batch.put_back.append(entry)
+                continue
+            if 0 <= delivery.queue_id < count:
+                partition = delivery.queue_id
+        batch.sends.append(Send(entry, topic, partition, delivery, reason))
+        batch.positions[entry.partition] = entry.offset + 1
+    return batch
+
+
+class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     """``run()`` until ``stop()``; or drive it with ``start()``, ``run_once()``, ``close()``."""
 
     name = "schedule forwarder"
     log = log
 
-    def __init__(self, config: ForwarderConfig, registry: CollectorRegistry | None = None) -> None:
-        super().__init__(config.worker_id, config.kafka_transaction_timeout_ms, config.producer)
-        self.config = config
-        self.registry = registry or CollectorRegistry()
+    def setup(self) -> None:
         self.metrics = ForwarderMetrics(self.registry)
-        self._heads: HeadOfLine[KafkaRecord] = HeadOfLine()
+        self._heads: HeadOfLine[bytes] = HeadOfLine()
         self._assigned: set[int] = set()
         self._paused: set[int] = set()
         self._attempts: dict[int, int] = {}
         self._doomed: dict[tuple[int, int], str] = {}
-        self._partitions: dict[str, tuple[float, int | None]] = {}
-        self._failed: list[tuple[Entry[KafkaRecord], KafkaError]] = []
+        self._failed: list[tuple[Held, KafkaError]] = []
         self._next_backlog_update = 0.0
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        producer = self._new_producer()
-        self._producer = producer
-        check_schedule_partitions(schedule_partitions(producer, 30), self.config.levels)
-        consumer = Consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP), logger=log)
+        check_schedule_partitions(self.topics, self.config.levels)
+        consumer = clients.consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP))
         consumer.subscribe(
             [SCHEDULE], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -163,8 +174,8 @@ class ScheduleForwarder(TransactionalWorker):
 
     def run_once(self) -> int:
         """Fetch, forward what is due in one transaction; return how many records moved."""
-        producer, consumer = self._clients()
-        now = now_ms()
+        consumer = self.consumer()
+        now = self.clock.now_ms()
         wakeup = self._heads.next_wakeup_ms()
         wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - now)
         records = fetch(
@@ -173,21 +184,26 @@ class ScheduleForwarder(TransactionalWorker):
         for record in records:
             self._accept(record)
         moved = 0
-        entries = self._heads.take_due(now_ms(), self.config.max_batch)
+        entries = self._heads.take_due(self.clock.now_ms(), self.config.max_batch)
         if entries:
             moved = self._forward(entries)
-        self._update_pauses(consumer)
-        if time.monotonic() >= self._next_backlog_update:
-            self._next_backlog_update = time.monotonic() + 1.0
+        self._update_pauses()
+        if self.clock.monotonic() >= self._next_backlog_update:
+            self._next_backlog_update = self.clock.monotonic() + 1.0
             self.update_backlog()
         return moved
 
+    def idle(self) -> bool:
+        now = self.clock.now_ms()
+        waiting = [p for p in self._assigned if self._heads.head_waits(p, now)]
+        due = self._heads.next_wakeup_ms()
+        if not self.assigned_once or (due is not None and due <= now):
+            return False
+        levels = [TopicPartition(SCHEDULE, p) for p in sorted(self._assigned - set(waiting))]
+        return caught_up(self.consumer(), levels, timeout_s=10)
+
     def _accept(self, record: KafkaRecord) -> None:
-        error = record.error()
-        if error is not None:
-            if error.fatal():
-                raise KafkaException(error)
-            log.warning("consumer error: %s", error)
+        if not self.usable(record):
             return
         partition = record.partition()
         if partition not in self._assigned:
@@ -195,12 +211,14 @@ class ScheduleForwarder(TransactionalWorker):
         level = partition + 1
         _, store_ms = record.timestamp()
         levels = self.config.levels
-        due = corrected_due_ms(due_ms(store_ms, level, levels), now_ms(), level, levels)
-        self._heads.push(Entry(partition, record.offset() or 0, due, record))
+        now = self.clock.now_ms()
+        due = corrected_due_ms(due_ms(store_ms, level, levels), now, level, levels)
+        self._heads.push(Entry(partition, record.offset() or 0, due, record.value() or b""))
 
-    def _update_pauses(self, consumer: Consumer) -> None:
+    def _update_pauses(self) -> None:
         """Pause each level whose head is not due; resume it once the head is due."""
-        now = now_ms()
+        consumer = self.consumer()
+        now = self.clock.now_ms()
         waits = self._heads.head_waits
         pause = [p for p in self._assigned if p not in self._paused and waits(p, now)]
         resume = [p for p in self._paused if not waits(p, now)]
@@ -213,109 +231,70 @@ class ScheduleForwarder(TransactionalWorker):
 
     # -- forwarding -------------------------------------------------------------------------
 
-    def _plan(self, entries: Sequence[Entry[KafkaRecord]]) -> _Batch:
-        batch = _Batch()
-        blocked: set[int] = set()
-        for entry in entries:
-            if entry.partition in blocked:
-                batch.put_back.append(entry)
-                continue
-            reason = self._doomed.pop((entry.partition, entry.offset), None)
-            delivery: Delivery | None = None
-            topic, partition = POISON, None
-            if reason is None:
-                try:
-                    value = entry.item.value() or b""
-                    delivery = delivered(codec.decode_as(ScheduledMessage, value, canonical=False))
-                    topic = naming.sendable_kafka_topic(delivery.topic)
-                except CodecError as exc:
-                    reason = f"corrupt: {exc}"
-                except AdapterError as exc:
-                    reason = f"undeliverable: {exc}"
-            if reason is None and delivery is not None:
-                count = self._partition_count(topic)
-                if count is None:
-                    self._refuse(entry.partition, f"topic {delivery.topic!r} is not available")
-                    blocked.add(entry.partition)
-                    batch.put_back.append(entry)
-                    continue
-                if 0 <= delivery.queue_id < count:
-                    partition = delivery.queue_id
-            if reason is not None:
-                delivery = None
-            batch.sends.append((entry, topic, partition, delivery, reason))
-            batch.positions[entry.partition] = entry.offset + 1
-        return batch
-
-    def _forward(self, entries: Sequence[Entry[KafkaRecord]]) -> int:
-        batch = self._plan(entries)
+    def _forward(self, entries: Sequence[Held]) -> int:
+        # Asked by name, as the old per-topic lookup did: a broker that creates topics on first
+        # use creates a delayed message's real topic, as RocketMQ's autoCreateTopicEnable does.
+        batch = plan_batch(
+            entries,
+            doomed=self._doomed,
+            partitions=lambda topic: self.topics.count(topic, create=True),
+        )
         self._heads.put_back(batch.put_back)
+        for partition, why in batch.refused.items():
+            self._refuse(partition, why)
         if not batch.sends:
             return 0
         self._failed = []
         try:
             self._transact(batch)
-        except KafkaException as exc:
+        except (KafkaException, AdapterError) as exc:
             self._heads.put_back(batch.entries)  # nothing of the batch was committed
-            self._recover(exc, batch)
+            if not self._recover(exc, batch):
+                raise  # not about some records: the turn failed (Kafka unreachable, ...)
             return 0
         self._committed(batch)
         return len(batch.sends)
 
-    def _transact(self, batch: _Batch) -> None:
+    def _transact(self, batch: Batch) -> None:
         """Produce the batch and commit it with its consumed positions, in one transaction."""
-        producer, consumer = self._clients()
-        producer.begin_transaction()
-        for entry, topic, partition, delivery, reason in batch.sends:
-            self._produce(producer, entry, topic, partition, delivery, reason)
+        self.tx.begin()
+        for send in batch.sends:
+            self._produce(send)
         positions = [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()]
-        timeout = self._timeout_s()
-        self._retrying(
-            lambda: producer.send_offsets_to_transaction(
-                positions, consumer.consumer_group_metadata(), timeout
-            )
-        )
-        self._retrying(lambda: producer.commit_transaction(timeout))
+        self.tx.commit(positions, self.consumer())
 
-    def _produce(
-        self,
-        producer: Producer,
-        entry: Entry[KafkaRecord],
-        topic: str,
-        partition: int | None,
-        delivery: Delivery | None,
-        reason: str | None,
-    ) -> None:
+    def _produce(self, send: Send) -> None:
+        entry = send.entry
+
         def report(error: KafkaError | None, _record: KafkaRecord) -> None:
             if error is not None:
                 self._failed.append((entry, error))
 
         kwargs: dict[str, Any] = {"on_delivery": report}
+        delivery = send.delivery
         if delivery is None:
             kwargs["headers"] = parked_headers(
-                reason or "", SCHEDULE, entry.partition, entry.offset
+                send.reason or "", SCHEDULE, entry.partition, entry.offset
             )
-            value = entry.item.value()
+            value = entry.item
         else:
             kwargs["headers"] = delivery.headers
             if delivery.key is not None:
                 kwargs["key"] = delivery.key
-            if partition is not None:
-                kwargs["partition"] = partition
+            if send.partition is not None:
+                kwargs["partition"] = send.partition
             value = delivery.value
         try:
-            produce(producer, topic, value, **kwargs)
+            self.tx.produce(send.topic, value, **kwargs)
         except KafkaException as exc:
             if exc.args[0].code() in _PERMANENT:
                 self._doomed[(entry.partition, entry.offset)] = f"refused: {exc.args[0].str()}"
             raise
 
-    def _recover(self, exc: KafkaException, batch: _Batch) -> None:
-        """Abort the failed transaction and decide what to do with its records."""
-        error: KafkaError = exc.args[0]
-        self._fenced_if_fatal(error)
-        log.warning("transaction of %d records aborted: %s", len(batch.sends), error.str())
-        self._abort()
+    def _recover(self, exc: BaseException, batch: Batch) -> bool:
+        """Abort the failed transaction; True when some of its records were refused (those
+        levels then wait and retry, a record no retry cures is parked next time)."""
+        self.tx.fail(exc)
         refused: set[int] = set()
         for entry, failure in self._failed:
             if failure.code() in _PURGED:  # purged by the abort, not refused
@@ -324,16 +303,15 @@ class ScheduleForwarder(TransactionalWorker):
                 self._doomed[(entry.partition, entry.offset)] = f"refused: {failure.str()}"
             else:
                 refused.add(entry.partition)
-        if not self._failed and not self._doomed:
-            refused = set(batch.positions)
         for partition in refused:
-            self._refuse(partition, error.str())
+            self._refuse(partition, str(exc))
+        return bool(refused) or any(key[0] in batch.positions for key in self._doomed)
 
     def _refuse(self, partition: int, why: str) -> None:
         attempt = self._attempts.get(partition, 0) + 1
         self._attempts[partition] = attempt
         wait = backoff_s(attempt)
-        self._heads.block(partition, now_ms() + int(wait * 1000))
+        self._heads.block(partition, self.clock.now_ms() + int(wait * 1000))
         self.metrics.refused.labels(str(partition + 1)).inc()
         log.warning(
             "level %d: delivery refused (%s); retry %d in %.2f s",
@@ -343,22 +321,23 @@ class ScheduleForwarder(TransactionalWorker):
             wait,
         )
 
-    def _committed(self, batch: _Batch) -> None:
-        now = now_ms()
+    def _committed(self, batch: Batch) -> None:
+        now = self.clock.now_ms()
         forwarded: dict[int, int] = {}
         observe = self.metrics.lateness.observe
-        for entry, _topic, _partition, delivery, reason in batch.sends:
-            if delivery is not None:
+        for send in batch.sends:
+            entry = send.entry
+            if send.delivery is not None:
                 forwarded[entry.partition] = forwarded.get(entry.partition, 0) + 1
                 observe(max(0, now - entry.due_ms) / 1000)
                 continue
-            self.metrics.parked.labels((reason or "unknown").split(":", 1)[0]).inc()
+            self.metrics.parked.labels((send.reason or "unknown").split(":", 1)[0]).inc()
             log.error(
                 "parked level %d offset %d in %s: %s",
                 entry.partition + 1,
                 entry.offset,
                 naming.POISON_TOPIC,
-                reason,
+                send.reason,
             )
         for partition, count in forwarded.items():
             self.metrics.forwarded.labels(str(partition + 1)).inc(count)
@@ -366,31 +345,17 @@ class ScheduleForwarder(TransactionalWorker):
             self._attempts.pop(partition, None)
             self._heads.unblock(partition)
 
-    def _partition_count(self, topic: str) -> int | None:
-        cached = self._partitions.get(topic)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        producer, _ = self._clients()
-        try:
-            metadata = producer.list_topics(topic, timeout=5)
-            found = metadata.topics.get(topic)
-            count = len(found.partitions) if found and found.error is None else None
-        except KafkaException:
-            count = None
-        if count:
-            self._partitions[topic] = (time.monotonic() + _TOPIC_CACHE_S, count)
-        return count or None
-
     # -- group membership -------------------------------------------------------------------
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._assigned.update(tp.partition for tp in partitions)
+        self.assigned_once = True
         log.info("assigned levels %s", sorted(tp.partition + 1 for tp in partitions))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._forget(partitions, "revoked")
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._forget(partitions, "lost", logging.WARNING)
 
     def _forget(

@@ -9,6 +9,12 @@ The pending list is rebuilt the way a coordinator rebuilds it on takeover: the O
 the half messages are read back from the coordinators' committed positions, through the same
 state machine. Decisions the coordinators have read but not yet applied are not counted.
 
+Beyond RocketMQ, resume is idempotent: the new half message and a ``resumed`` marker in
+``TRANS_CHECK_MAX_TIME_TOPIC`` are written in one Kafka transaction whose transactional id is
+the transaction id's, so of two concurrent resumes of one message exactly one commits (the
+later ``init_transactions`` fences the earlier), and a resume that finds the marker refuses.
+``list --discarded`` shows the marker: what was resumed, and when.
+
 Known gaps: a resumed message is a new half message (new offset, born now, so it gets a full
 transaction timeout and ``check_max`` checks); its original born time is kept in the
 ``BORN_TIMESTAMP`` property the committed message carries.
@@ -16,26 +22,38 @@ transaction timeout and ``check_max`` checks); its original born time is kept in
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import cast
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import Message as KafkaRecord
 
-from adapter import codec, naming
+from adapter import naming
 from adapter import properties as prop
-from adapter.config import KafkaSettings
-from adapter.exceptions import AdapterError, CodecError
-from adapter.read_back import read_to_end
-from adapter.records import HalfMessage, OpRecord
-from adapter.status import committed_offsets
-from adapter.transaction.state import CheckPolicy, PartitionState, half_info
+from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.config import CheckPolicy, KafkaSettings
+from adapter.exceptions import AdapterError
+from adapter.kafka import clients, io
+from adapter.kafka.topics import existing_half_partitions
+from adapter.kafka.worker import Transactor
+from adapter.transaction.state import PartitionState, half_info
+from adapter.wire import codec
+from adapter.wire.records import HalfMessage, OpRecord
+
+log = logging.getLogger("adapter.transaction.admin")
 
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
 DISCARDED = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
-_READ_TIMEOUT_S = 120.0
+
+EVENT = "event"
+RESUMED = b"resumed"
+RESUMED_AT = "resumed.at"
+RESUMED_AS = "resumed.as"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,27 +66,35 @@ class Row:
     born_ms: int
     check_times: int
     reason: str | None = None
+    resumed_at_ms: int | None = None
+    """When it was resumed (discarded rows only; ``None`` while it is not)."""
+    resumed_as: str | None = None
+    """The half message it was resumed as, ``partition@offset``."""
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    partition: int
+    offset: int
 
 
-def _half_partitions(kafka: KafkaSettings) -> int:
-    metadata = AdminClient(kafka.librdkafka({})).list_topics(timeout=30)
-    info = metadata.topics.get(HALF)
-    if info is None or not info.partitions:
+def _half_partitions(kafka: KafkaSettings, timeout_s: float) -> int:
+    count = existing_half_partitions(clients.reach(kafka.librdkafka({}), timeout_s))
+    if count is None:
         raise AdapterError(
             f"{naming.TRANS_HALF_TOPIC} does not exist: run `rmq-adapter topics init`"
         )
-    return len(info.partitions)
+    return count
 
 
-def pending(kafka: KafkaSettings) -> list[Row]:
+def pending(
+    kafka: KafkaSettings, timeout_s: float = 30.0, clock: Clock = SYSTEM_CLOCK
+) -> list[Row]:
     """Every half message no coordinator has resolved, oldest first per partition."""
-    count = _half_partitions(kafka)
+    count = _half_partitions(kafka, timeout_s)
+    conf = kafka.librdkafka({})
     wanted = [TopicPartition(t, p) for p in range(count) for t in (HALF, OP)]
-    offsets = committed_offsets(kafka, naming.TRANS_COORDINATOR_GROUP, wanted)
+    offsets = io.committed_offsets(conf, naming.TRANS_COORDINATOR_GROUP, wanted, timeout_s)
     half_starts = {p: max(offsets[2 * p], 0) for p in range(count)}
     op_starts = {p: max(offsets[2 * p + 1], 0) for p in range(count)}
     states: dict[int, PartitionState[HalfMessage]] = {
@@ -77,26 +103,25 @@ def pending(kafka: KafkaSettings) -> list[Row]:
         )
         for p in range(count)
     }
-    reader = kafka.librdkafka({})
-    for record in read_to_end(reader, OP, op_starts, _READ_TIMEOUT_S):
+    for record in io.read_to_end(conf, OP, op_starts, timeout_s, clock):
         try:
-            op = codec.decode_as(OpRecord, record.value() or b"")
-        except CodecError:
+            op = io.decode(OpRecord, record)
+        except AdapterError:
             continue
         states[record.partition() or 0].recover_op(op, record.offset() or 0)
     for state in states.values():
         state.recovery_done()
-    now = _now_ms()
-    for record in read_to_end(reader, HALF, half_starts, _READ_TIMEOUT_S):
+    now = clock.now_ms()
+    for record in io.read_to_end(conf, HALF, half_starts, timeout_s, clock):
         state, offset = states[record.partition() or 0], record.offset() or 0
         try:
-            half = codec.decode_as(HalfMessage, record.value() or b"")
+            half = io.decode(HalfMessage, record)
             info = half_info(half)
-        except AdapterError:  # corrupt (CodecError) or never deliverable: not pending
+        except AdapterError:  # corrupt or never deliverable: not pending
             state.skip_half(offset)
             continue
         state.half(offset, info, half, now)
-    rows = [
+    return [
         Row(
             transaction_id=entry.info.transaction_id,
             producer_group=entry.info.producer_group,
@@ -109,73 +134,154 @@ def pending(kafka: KafkaSettings) -> list[Row]:
         for p, state in states.items()
         for entry in state.pending()
     ]
-    return rows
 
 
-def discarded(kafka: KafkaSettings) -> list[Row]:
-    """Every message parked in ``TRANS_CHECK_MAX_TIME_TOPIC``, with the reason."""
-    rows: list[Row] = []
-    for record in read_to_end(kafka.librdkafka({}), DISCARDED, {0: -2}, _READ_TIMEOUT_S):
-        headers = cast(dict[str, bytes], dict(record.headers() or []))
-        try:
-            half = codec.decode_as(HalfMessage, record.value() or b"")
-        except CodecError:
+def _headers(record: KafkaRecord) -> dict[str, bytes]:
+    return cast(dict[str, bytes], dict(record.headers() or []))
+
+
+def _discard_log(kafka: KafkaSettings, timeout_s: float, clock: Clock) -> Iterator[KafkaRecord]:
+    conf = kafka.librdkafka({})
+    clients.reach(conf, timeout_s)
+    yield from io.read_to_end(conf, DISCARDED, {0: -2}, timeout_s, clock)
+
+
+def discarded(
+    kafka: KafkaSettings, timeout_s: float = 30.0, clock: Clock = SYSTEM_CLOCK
+) -> list[Row]:
+    """Every message parked in ``TRANS_CHECK_MAX_TIME_TOPIC``, with the reason, and when it
+    was resumed (the latest discard of each transaction; a message discarded again after a
+    resume shows again)."""
+    rows: dict[str, Row] = {}
+    for record in _discard_log(kafka, timeout_s, clock):
+        headers = _headers(record)
+        tid = (record.key() or b"").decode("utf-8", "replace")
+        if headers.get(EVENT) == RESUMED:
+            if tid in rows:
+                rows[tid] = replace(
+                    rows[tid],
+                    resumed_at_ms=int(headers.get(RESUMED_AT) or 0),
+                    resumed_as=(headers.get(RESUMED_AS) or b"").decode(),
+                )
             continue
-        rows.append(
-            Row(
-                transaction_id=half.transaction_id,
-                producer_group=half.producer_group,
-                topic=half.topic,
-                partition=0,
-                offset=record.offset() or 0,
-                born_ms=half.born_timestamp,
-                check_times=int(headers.get(prop.TRANSACTION_CHECK_TIMES) or 0),
-                reason=(headers.get("reason") or b"").decode("utf-8", "replace"),
-            )
+        try:
+            half = io.decode(HalfMessage, record)
+        except AdapterError:
+            continue
+        rows.pop(half.transaction_id, None)  # keep the latest, in log order
+        rows[half.transaction_id] = Row(
+            transaction_id=half.transaction_id,
+            producer_group=half.producer_group,
+            topic=half.topic,
+            partition=0,
+            offset=record.offset() or 0,
+            born_ms=half.born_timestamp,
+            check_times=int(headers.get(prop.TRANSACTION_CHECK_TIMES) or 0),
+            reason=(headers.get("reason") or b"").decode("utf-8", "replace"),
         )
-    return rows
+    return list(rows.values())
 
 
-def resume(kafka: KafkaSettings, transaction_id: str) -> tuple[int, int]:
-    """Write the discarded message of ``transaction_id`` back to HALF as a new half message;
-    return its partition and offset."""
-    found: HalfMessage | None = None
-    for record in read_to_end(kafka.librdkafka({}), DISCARDED, {0: -2}, _READ_TIMEOUT_S):
-        if (record.key() or b"") == transaction_id.encode():
-            try:
-                found = codec.decode_as(HalfMessage, record.value() or b"")
-            except CodecError:
-                continue
-    if found is None:
-        raise AdapterError(
-            f"transaction {transaction_id!r} is not in {naming.TRANS_CHECK_MAX_TIME_TOPIC}"
-        )
-    properties = dict(found.properties)
-    properties.setdefault(prop.BORN_TIMESTAMP, str(found.born_timestamp))
-    properties.pop(prop.TRANSACTION_CHECK_TIMES, None)
-    half = replace(found, properties=properties, born_timestamp=_now_ms())
-    producer = Producer(kafka.librdkafka({"enable.idempotence": True, "acks": "all"}))
-    result: dict[str, int] = {}
-
-    def delivered(error: object, msg: object) -> None:
-        if error is None:
-            result["partition"] = msg.partition()  # type: ignore[attr-defined]
-            result["offset"] = msg.offset()  # type: ignore[attr-defined]
-
+def resume(
+    kafka: KafkaSettings,
+    transaction_id: str,
+    *,
+    timeout_s: float = 30.0,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Resumed:
+    """Write the discarded message of ``transaction_id`` back to HALF as a new half message,
+    once: refused (``AdapterError``, saying why) when it was already resumed, is pending, or
+    was never discarded."""
+    conf = kafka.librdkafka({})
+    clients.reach(conf, timeout_s)
+    tx = Transactor(
+        lambda: kafka.librdkafka(
+            {
+                "transactional.id": f"rmq-adapter-resume-{transaction_id}",
+                "enable.idempotence": True,
+                "acks": "all",
+            }
+        ),
+        timeout_s=timeout_s,
+        log=log,
+        stopping=threading.Event(),
+    )
     try:
-        producer.produce(
+        tx.producer  # noqa: B018 - fences any other resume of this transaction first
+        found = _resumable(kafka, transaction_id, timeout_s, clock)
+        properties = dict(found.properties)
+        properties.setdefault(prop.BORN_TIMESTAMP, str(found.born_timestamp))
+        properties.pop(prop.TRANSACTION_CHECK_TIMES, None)
+        half = replace(found, properties=properties, born_timestamp=clock.now_ms())
+        producer = tx.begin()
+        ack = io.produce_and_ack(
+            producer,
             HALF,
             codec.encode(half),
+            timeout_s=timeout_s,
+            what=f"the half message of {transaction_id}",
             key=transaction_id.encode(),
             headers=[(prop.UNIQ_KEY, transaction_id.encode())],
-            on_delivery=delivered,
         )
-        producer.flush(30)
+        marker = [
+            (EVENT, RESUMED),
+            (prop.UNIQ_KEY, transaction_id.encode()),
+            (RESUMED_AT, str(clock.now_ms()).encode()),
+            (RESUMED_AS, f"{ack.partition}@{ack.offset}".encode()),
+        ]
+        tx.produce(DISCARDED, b"", key=transaction_id.encode(), headers=marker)
+        tx.commit()
     except KafkaException as exc:
-        raise AdapterError(f"could not write the half message back: {exc}") from exc
-    if "offset" not in result:
-        raise AdapterError("the half message was not acknowledged within 30 s")
-    return result["partition"], result["offset"]
+        error = exc.args[0]
+        if error.fatal() or error.txn_requires_abort():
+            raise AdapterError(
+                f"another resume of {transaction_id} took over ({error.str()}); "
+                "run `rmq-adapter transactions list --discarded` to see its outcome"
+            ) from exc
+        raise AdapterError(f"could not resume {transaction_id}: {error.str()}") from exc
+    finally:
+        tx.close()
+    return Resumed(ack.partition, ack.offset)
+
+
+def _resumable(
+    kafka: KafkaSettings, transaction_id: str, timeout_s: float, clock: Clock
+) -> HalfMessage:
+    """The latest discarded half message of ``transaction_id``, unless resumed since."""
+    key = transaction_id.encode()
+    found: HalfMessage | None = None
+    resumed: dict[str, bytes] | None = None
+    for record in _discard_log(kafka, timeout_s, clock):
+        if (record.key() or b"") != key:
+            continue
+        headers = _headers(record)
+        if headers.get(EVENT) == RESUMED:
+            resumed = headers
+            continue
+        try:
+            found, resumed = io.decode(HalfMessage, record), None
+        except AdapterError:
+            continue
+    if found is not None and resumed is None:
+        return found
+    if found is not None and resumed is not None:
+        raise AdapterError(
+            f"transaction {transaction_id} was already resumed, at "
+            f"{_when(int(resumed.get(RESUMED_AT) or 0))}, as half message "
+            f"{(resumed.get(RESUMED_AS) or b'?').decode()}; it is not resumed twice"
+        )
+    if any(row.transaction_id == transaction_id for row in pending(kafka, timeout_s, clock)):
+        raise AdapterError(
+            f"transaction {transaction_id} is pending, not discarded: the coordinator is "
+            "still checking it (see `rmq-adapter transactions list`)"
+        )
+    raise AdapterError(
+        f"transaction {transaction_id!r} is not in {naming.TRANS_CHECK_MAX_TIME_TOPIC}"
+    )
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 def _age(ms: int) -> str:
@@ -187,19 +293,26 @@ def _age(ms: int) -> str:
     return f"{seconds // 3600}h"
 
 
-def render(rows: list[Row], *, discarded: bool = False, now_ms: int | None = None) -> str:
+def render(rows: list[Row], *, discarded: bool = False, now_ms: int) -> str:
     """A plain-text table (pure: given the rows and the time)."""
-    now = _now_ms() if now_ms is None else now_ms
     last = "reason" if discarded else "half"
-    lines = [
-        f"{'transaction id':<34}  {'group':<24}  {'topic':<24}  {'age':>5}  {'checks':>6}  {last}"
-    ]
+    head = f"{'transaction id':<34}  {'group':<24}  {'topic':<24}  {'age':>5}  {'checks':>6}  "
+    if discarded:
+        head += f"{'resumed':<18}  "
+    lines = [head + last]
     for row in rows:
-        tail = row.reason or "" if discarded else f"{row.partition}@{row.offset}"
-        lines.append(
+        line = (
             f"{row.transaction_id:<34}  {row.producer_group:<24}  {row.topic:<24}  "
-            f"{_age(now - row.born_ms):>5}  {row.check_times:>6}  {tail}"
+            f"{_age(now_ms - row.born_ms):>5}  {row.check_times:>6}  "
         )
+        if discarded:
+            resumed = (
+                f"{_age(now_ms - row.resumed_at_ms)} ago" if row.resumed_at_ms is not None else "-"
+            )
+            line += f"{resumed:<18}  {row.reason or ''}"
+        else:
+            line += f"{row.partition}@{row.offset}"
+        lines.append(line)
     if not rows:
         lines.append("  (none)")
     return "\n".join(lines)

@@ -18,7 +18,10 @@ topics to the same member; OP p is read back when p is assigned. Beyond RocketMQ
 - durable checks: each check is an OP record committed with the check request, so a successor
   knows how many checks were sent and when the last one was;
 - scale-out: workers share the partitions through the group; each has its own transactional id;
-- corrupt HALF or END records are parked in ``RMQ_SYS_POISON_TOPIC`` with the reason.
+- corrupt HALF or END records are parked in ``RMQ_SYS_POISON_TOPIC`` with the reason;
+- self-healing: a failed turn (Kafka away, a stuck librdkafka call) is aborted, the owned
+  partitions are read again from the last commit, and the next turn goes on with a new
+  producer if the old one is stuck.
 
 Known gaps: a message committed to a real topic that no longer exists (or whose name is not a
 valid topic) is parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason instead of being
@@ -29,86 +32,29 @@ memory as their encoded bytes (about the body size each).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaRecord
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from adapter import codec, naming
-from adapter import properties as prop
+from adapter import naming
 from adapter.config import CoordinatorConfig
-from adapter.exceptions import AdapterError, CodecError
-from adapter.fetch import fetch
-from adapter.read_back import read_to_end
-from adapter.records import EndTransaction, HalfMessage, OpKind, OpRecord
-from adapter.topics import ensure_single_queue_topic
-from adapter.transaction.envelope import check_request, committed_delivery
-from adapter.transaction.state import (
-    Action,
-    Check,
-    Commit,
-    Discard,
-    Duplicate,
-    PartitionState,
-    Pending,
-    Refuse,
-    Rollback,
-    half_info,
-)
-from adapter.transactional_worker import (
-    Fenced,
-    TransactionalWorker,
-    now_ms,
-    parked_headers,
-    produce,
-)
+from adapter.exceptions import AdapterError, UnusableRecordError
+from adapter.kafka import clients, io
+from adapter.kafka.io import caught_up, fetch, read_to_end
+from adapter.kafka.worker import ExactlyOnceWorker
+from adapter.transaction.effects import Effects
+from adapter.transaction.metrics import CoordinatorMetrics
+from adapter.transaction.state import Action, PartitionState, Pending, half_info
+from adapter.wire.records import EndTransaction, HalfMessage, OpRecord
 
 log = logging.getLogger("adapter.transactions")
 
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
-DISCARDED = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
-POISON = naming.kafka_topic(naming.POISON_TOPIC)
-
-_TOPIC_CACHE_S = 30.0
-
-
-class CoordinatorMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.pending = Gauge(
-            "rmq_transactions_pending", "Half messages waiting for a decision.", registry=registry
-        )
-        self.oldest_age = Gauge(
-            "rmq_transactions_oldest_pending_age_seconds",
-            "Age of the oldest pending half message (0 when none).",
-            registry=registry,
-        )
-
-        def counter(name: str, doc: str) -> Counter:
-            return Counter(name, doc, registry=registry)
-
-        self.commits = counter("rmq_transactions_commits", "Half messages committed.")
-        self.rollbacks = counter("rmq_transactions_rollbacks", "Half messages rolled back.")
-        self.checks = counter("rmq_transactions_checks", "Checks sent to producer groups.")
-        self.discards = counter(
-            "rmq_transactions_discards", "Half messages parked in TRANS_CHECK_MAX_TIME_TOPIC."
-        )
-        self.refused = counter("rmq_transactions_refused", "Decisions refused (mismatch, late).")
-        self.duplicates = counter(
-            "rmq_transactions_duplicates", "Decisions for already resolved half messages."
-        )
-        self.parked = counter("rmq_transactions_parked", "Corrupt records parked as poison.")
-        self.commit_latency = Histogram(
-            "rmq_transactions_commit_latency_seconds",
-            "From the half message's birth to its commit being applied.",
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
-            registry=registry,
-        )
 
 
 @dataclass(slots=True)
@@ -120,39 +66,32 @@ class _Turn:
     touched: set[int] = field(default_factory=set)
 
 
-class TransactionCoordinator(TransactionalWorker):
+class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     """``run()`` until ``stop()``; or drive it with ``start()``, ``run_once()``, ``close()``."""
 
     name = "transaction coordinator"
     log = log
 
-    def __init__(
-        self, config: CoordinatorConfig, registry: CollectorRegistry | None = None
-    ) -> None:
-        super().__init__(config.worker_id, config.kafka_transaction_timeout_ms, config.producer)
-        self.config = config
-        self.registry = registry or CollectorRegistry()
-        self.metrics = CoordinatorMetrics(self.registry)
+    def setup(self) -> None:
+        self.metrics = CoordinatorMetrics(self.registry, self.pending_count, self.oldest_age_s)
         self._states: dict[int, PartitionState[bytes]] = {}
+        self._known: dict[int, tuple[int, int | None]] = {}
+        """Per owned partition, (pending count, oldest born time) as of the last good turn: the
+        gauges' source, kept while a partition is being rebuilt."""
         self._admin: AdminClient | None = None
-        self._check_topics: set[str] = set()
-        self._topics: dict[str, tuple[float, int]] = {}
-        self._op_written: dict[int, int] = {}
+        self.effects = Effects(self.tx, self.topics, lambda: self._admin, self.clock)
         self._dirty: set[int] = set()
-        self._in_transaction = False
         self._end_read_ms: dict[int, int] = {}
         """Per partition, the time the last END record read was written."""
         self._to_restore: set[int] = set()
         """Owned partitions whose state is to be rebuilt from Kafka."""
         self._next_position_commit = 0.0
-        self._next_gauges = 0.0
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._producer = self._new_producer()
-        self._admin = AdminClient(self.config.kafka.librdkafka({}))
-        consumer = Consumer(self.config.consumer(naming.TRANS_COORDINATOR_GROUP), logger=log)
+        self._admin = clients.admin(self.config.kafka.librdkafka({}))
+        consumer = clients.consumer(self.config.consumer(naming.TRANS_COORDINATOR_GROUP))
         consumer.subscribe(
             [HALF, END], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -163,42 +102,47 @@ class TransactionCoordinator(TransactionalWorker):
 
     def run_once(self) -> int:
         """Read, decide, and apply in one Kafka transaction; return how many actions ran."""
-        _, consumer = self._clients()
-        if self._to_restore:
-            self._restore_pending()
-        wait_ms = self.config.max_wait_ms
-        due = [d for d in (s.next_due_ms() for s in self._states.values()) if d is not None]
-        if due:
-            wait_ms = max(0, min(wait_ms, min(due) - now_ms()))
-        records = fetch(consumer, self.config.max_batch, wait_ms / 1000)
+        consumer = self.consumer()
         turn = _Turn()
         try:
+            if self._to_restore:
+                self._restore_pending()
+            wait_ms = self.config.max_wait_ms
+            due = [d for d in (s.next_due_ms() for s in self._states.values()) if d is not None]
+            if due:
+                wait_ms = max(0, min(wait_ms, min(due) - self.clock.now_ms()))
+            records = fetch(consumer, self.config.max_batch, wait_ms / 1000)
             self._decide(records, turn)
             self._dirty |= turn.touched
             if (
                 turn.actions
                 or turn.poison
-                or (self._dirty and time.monotonic() >= self._next_position_commit)
+                or (self._dirty and self.clock.monotonic() >= self._next_position_commit)
             ):
                 self._apply(turn)
-        except KafkaException as exc:
-            self._recover(exc.args[0])
-        except Fenced:
-            raise
-        except BaseException:
+        except BaseException as exc:
             # Whatever was decided in memory for this turn must not outlive it.
-            self._recover(None)
+            self._recover(exc)
             raise
-        if time.monotonic() >= self._next_gauges:
-            self._next_gauges = time.monotonic() + 1.0
-            self.update_gauges()
+        self._remember_gauges()
         return len(turn.actions)
 
+    def idle(self) -> bool:
+        if not self.assigned_once or self._to_restore or self._dirty:
+            return False
+        now = self.clock.now_ms()
+        if any(
+            d is not None and d <= now for d in (s.next_due_ms() for s in self._states.values())
+        ):
+            return False
+        owned = [TopicPartition(t, p) for p in sorted(self._states) for t in (HALF, END)]
+        return caught_up(self.consumer(), owned, timeout_s=10)
+
     def _decide(self, records: list[KafkaRecord], turn: _Turn) -> None:
-        _, consumer = self._clients()
+        consumer = self.consumer()
         for record in records:
             self._accept(record, turn)
-        now = now_ms()
+        now = self.clock.now_ms()
         room = self.config.max_batch
         for partition, state in self._states.items():
             read_to = self._decisions_read_to_ms(consumer, partition)
@@ -212,11 +156,7 @@ class TransactionCoordinator(TransactionalWorker):
                 turn.touched.add(partition)
 
     def _accept(self, record: KafkaRecord, turn: _Turn) -> None:
-        error = record.error()
-        if error is not None:
-            if error.fatal():
-                raise KafkaException(error)
-            log.warning("consumer error: %s", error)
+        if not self.usable(record):
             return
         partition = record.partition() or 0
         state = self._states.get(partition)
@@ -224,33 +164,26 @@ class TransactionCoordinator(TransactionalWorker):
             return
         offset = record.offset() or 0
         turn.touched.add(partition)
-        now = now_ms()
+        now = self.clock.now_ms()
         if record.topic() == HALF:
             try:
-                info = half_info(
-                    codec.decode_as(HalfMessage, record.value() or b"", canonical=False)
-                )
+                info = half_info(io.decode(HalfMessage, record))
             except AdapterError as exc:
-                turn.poison.append(
-                    (record, f"{'corrupt' if isinstance(exc, CodecError) else 'invalid'}: {exc}")
-                )
+                turn.poison.append((record, exc.reason))
                 actions = state.skip_half(offset)
             else:
                 actions = state.half(offset, info, record.value() or b"", now)
         else:
             try:
-                end = codec.decode_as(EndTransaction, record.value() or b"", canonical=False)
+                end = io.decode(EndTransaction, record)
                 if end.half_partition != partition:
-                    raise AdapterError(
+                    raise UnusableRecordError(
+                        "misrouted",
                         f"decision for half partition {end.half_partition} "
-                        f"written to END partition {partition}"
+                        f"written to END partition {partition}",
                     )
-            except CodecError as exc:
-                turn.poison.append((record, f"corrupt: {exc}"))
-                state.skip_end(offset)
-                return
             except AdapterError as exc:
-                turn.poison.append((record, f"misrouted: {exc}"))
+                turn.poison.append((record, exc.reason))
                 state.skip_end(offset)
                 return
             actions = state.end(offset, end, now)
@@ -262,16 +195,13 @@ class TransactionCoordinator(TransactionalWorker):
     # -- applying a turn --------------------------------------------------------------------
 
     def _apply(self, turn: _Turn) -> None:
-        producer, consumer = self._clients()
-        self._op_written = {}
         dirty, self._dirty = self._dirty, set()
-        self._next_position_commit = time.monotonic() + 1.0
-        producer.begin_transaction()
-        self._in_transaction = True
+        self._next_position_commit = self.clock.monotonic() + 1.0
+        self.effects.begin()
         for record, reason in turn.poison:
-            self._park(producer, record, reason)
+            self.effects.park(record, reason)
         for partition, action in turn.actions:
-            self._effect(producer, partition, action)
+            self.effects.apply(partition, action)
         offsets: list[TopicPartition] = []
         for partition in sorted(dirty):
             state = self._states.get(partition)
@@ -283,182 +213,24 @@ class TransactionCoordinator(TransactionalWorker):
                 TopicPartition(END, partition, end),
                 TopicPartition(OP, partition, op),
             ]
-        timeout = self._timeout_s()
-        self._retrying(
-            lambda: producer.send_offsets_to_transaction(
-                offsets, consumer.consumer_group_metadata(), timeout
-            )
-        )
-        self._retrying(lambda: producer.commit_transaction(timeout))
-        self._in_transaction = False
-        for partition, next_op in self._op_written.items():
+        self.tx.commit(offsets, self.consumer())
+        for partition, next_op in self.effects.op_written.items():
             state = self._states.get(partition)
             if state is not None:
                 state.op_written(next_op)
-        self._count(turn)
+        self.metrics.count(turn.actions, len(turn.poison), self.clock.now_ms())
 
-    def _effect(self, producer: Producer, partition: int, action: Action[bytes]) -> None:
-        now = now_ms()
-        if isinstance(action, Commit):
-            half = codec.decode_as(HalfMessage, action.pending.payload, canonical=False)
-            delivery = committed_delivery(half, check_times=action.pending.check_times)
-            topic = naming.kafka_topic(delivery.topic)
-            count = self._partition_count(topic)
-            if not count:
-                why = f"real topic {delivery.topic!r} is missing"
-                self._discard(producer, partition, action.pending, why)
-                return
-            kwargs: dict[str, Any] = {"headers": delivery.headers}
-            if 0 <= delivery.queue_id < count:
-                kwargs["partition"] = delivery.queue_id
-            produce(producer, topic, delivery.value, **kwargs)
-            self._op(producer, partition, action.pending, OpKind.COMMIT, now)
-        elif isinstance(action, Rollback):
-            self._op(producer, partition, action.pending, OpKind.ROLLBACK, now)
-        elif isinstance(action, Check):
-            pending = action.pending
-            half = codec.decode_as(HalfMessage, pending.payload, canonical=False)
-            request = check_request(
-                half,
-                half_partition=partition,
-                half_offset=pending.offset,
-                check_times=pending.check_times,
-                now_ms=now,
-            )
-            topic = self._check_topic(half.producer_group)
-            produce(producer, topic, codec.encode(request), key=half.transaction_id.encode())
-            self._op(producer, partition, pending, OpKind.CHECK, now)
-        elif isinstance(action, Discard):
-            self._discard(producer, partition, action.pending, action.reason)
-        # Refuse and Duplicate change nothing in Kafka; they are logged and counted.
-
-    def _discard(
-        self, producer: Producer, partition: int, pending: Pending[bytes], why: str
-    ) -> None:
-        headers = [
-            ("reason", why.encode()),
-            (prop.UNIQ_KEY, pending.info.transaction_id.encode()),
-            (prop.PRODUCER_GROUP, pending.info.producer_group.encode()),
-            (prop.TRANSACTION_CHECK_TIMES, str(pending.check_times).encode()),
-            ("source.partition", str(partition).encode()),
-            ("source.offset", str(pending.offset).encode()),
-        ]
-        key = pending.info.transaction_id.encode()
-        produce(producer, DISCARDED, pending.payload, key=key, headers=headers)
-        self._op(producer, partition, pending, OpKind.DISCARD, now_ms(), why)
-        log.error(
-            "discarded transaction %s of group %s (half %d@%d): %s",
-            pending.info.transaction_id,
-            pending.info.producer_group,
-            partition,
-            pending.offset,
-            why,
-        )
-
-    def _op(
-        self,
-        producer: Producer,
-        partition: int,
-        pending: Pending[bytes],
-        kind: OpKind,
-        now: int,
-        reason: str | None = None,
-    ) -> None:
-        record = OpRecord(
-            transaction_id=pending.info.transaction_id,
-            half_partition=partition,
-            half_offset=pending.offset,
-            kind=kind,
-            check_times=pending.check_times,
-            producer_group=pending.info.producer_group,
-            reason=reason,
-            timestamp=now,
-        )
-
-        def written(error: KafkaError | None, msg: KafkaRecord) -> None:
-            if error is None:
-                next_op = (msg.offset() or 0) + 1
-                self._op_written[partition] = max(self._op_written.get(partition, 0), next_op)
-
-        produce(producer, OP, codec.encode(record), partition=partition, on_delivery=written)
-
-    def _park(self, producer: Producer, record: KafkaRecord, reason: str) -> None:
-        headers = parked_headers(
-            reason, record.topic() or "", record.partition() or 0, record.offset() or 0
-        )
-        produce(producer, POISON, record.value() or b"", headers=headers)
-        log.error(
-            "parked %s %d@%d in %s: %s",
-            record.topic(),
-            record.partition(),
-            record.offset(),
-            naming.POISON_TOPIC,
-            reason,
-        )
-
-    def _count(self, turn: _Turn) -> None:
-        m = self.metrics
-        now = now_ms()
-        m.parked.inc(len(turn.poison))
-        for partition, action in turn.actions:
-            if isinstance(action, Commit):
-                m.commits.inc()
-                m.commit_latency.observe(max(0, now - action.pending.info.born_ms) / 1000)
-            elif isinstance(action, Rollback):
-                m.rollbacks.inc()
-            elif isinstance(action, Check):
-                m.checks.inc()
-            elif isinstance(action, Discard):
-                m.discards.inc()
-            elif isinstance(action, Refuse):
-                m.refused.inc()
-                log.warning(
-                    "refused decision END %d@%d: %s", partition, action.end_offset, action.reason
-                )
-            elif isinstance(action, Duplicate):
-                m.duplicates.inc()
-                log.info(
-                    "duplicate decision for transaction %s (half %d@%d) ignored",
-                    action.end.transaction_id,
-                    partition,
-                    action.end.half_offset,
-                )
-
-    def _recover(self, error: KafkaError | None) -> None:
-        """Abort the failed transaction and read every owned partition again from the last
-        commit: what was decided in memory for the aborted turn is forgotten with it."""
-        self._fenced_if_fatal(error)
-        log.warning("coordinator turn failed: %s", error.str() if error else "see above")
-        if self._in_transaction:
-            self._in_transaction = False
-            self._abort()
+    def _recover(self, cause: BaseException) -> None:
+        """Abort the failed turn's transaction and read every owned partition again from the
+        last commit: what was decided in memory for the aborted turn is forgotten with it."""
+        self.tx.fail(cause)
         self._to_restore.update(self._states)
         self._states.clear()
+        self._dirty.clear()
 
     # -- helpers ----------------------------------------------------------------------------
 
-    def _check_topic(self, group: str) -> str:
-        topic = naming.kafka_topic(naming.check_topic(group))
-        if topic not in self._check_topics:
-            if self._admin is None:
-                raise RuntimeError("the coordinator is not started")
-            ensure_single_queue_topic(self._admin, topic, self._timeout_s())
-            self._check_topics.add(topic)
-        return topic
-
-    def _partition_count(self, topic: str) -> int:
-        """The real topic's partition count, 0 when it does not exist (cached for 30 s)."""
-        cached = self._topics.get(topic)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
-        producer, _ = self._clients()
-        metadata = producer.list_topics(timeout=10)  # all topics: never auto-creates one
-        found = metadata.topics.get(topic)
-        count = len(found.partitions) if found and found.error is None else 0
-        self._topics[topic] = (time.monotonic() + (_TOPIC_CACHE_S if count else 1.0), count)
-        return count
-
-    def _decisions_read_to_ms(self, consumer: Consumer, partition: int) -> int | None:
+    def _decisions_read_to_ms(self, consumer: Any, partition: int) -> int | None:
         """None when END p is read to its end; else the time of the last decision read."""
         [position] = consumer.position([TopicPartition(END, partition)])
         _, high = consumer.get_watermark_offsets(TopicPartition(END, partition), cached=True)
@@ -467,30 +239,32 @@ class TransactionCoordinator(TransactionalWorker):
         return self._end_read_ms.get(partition, 0)
 
     def _half_end(self, partition: int) -> int | None:
-        _, consumer = self._clients()
-        _, high = consumer.get_watermark_offsets(TopicPartition(HALF, partition), cached=True)
+        _, high = self.consumer().get_watermark_offsets(
+            TopicPartition(HALF, partition), cached=True
+        )
         return int(high) if high is not None and high >= 0 else None
 
     # -- group membership and recovery ------------------------------------------------------
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         """Newly owned partitions are restored at the start of the next turn (records read
         before then are ignored, and read again after the seek to the committed positions)."""
         self._to_restore.update(tp.partition for tp in partitions if tp.topic == HALF)
+        self.assigned_once = True
 
     def _restore_pending(self) -> None:
         """Restore the partitions waiting for it; one that fails is tried again next turn."""
-        _, consumer = self._clients()
-        self._restore(consumer, sorted(self._to_restore))
+        self._restore(sorted(self._to_restore))
         self._to_restore.clear()
 
-    def _restore(self, consumer: Consumer, partitions: list[int]) -> None:
+    def _restore(self, partitions: list[int]) -> None:
         """Build the state of ``partitions`` from the committed positions: OP is read back to
         its end, and HALF and END are consumed again from their positions."""
+        consumer = self.consumer()
         wanted = [TopicPartition(t, p) for p in partitions for t in (HALF, END, OP)]
         committed = {
             (tp.topic, tp.partition): tp.offset
-            for tp in consumer.committed(wanted, timeout=self._timeout_s() + 30)
+            for tp in consumer.committed(wanted, timeout=self.tx.timeout_s)
         }
         states: dict[int, PartitionState[bytes]] = {
             p: PartitionState(
@@ -512,28 +286,28 @@ class TransactionCoordinator(TransactionalWorker):
 
     def _replay_op(self, starts: dict[int, int], states: dict[int, PartitionState[bytes]]) -> None:
         replayed = 0
-        timeout = self._timeout_s() + 60
-        for record in read_to_end(self.config.kafka.librdkafka({}), OP, starts, timeout):
-            partition, offset = record.partition() or 0, record.offset() or 0
+        conf = self.config.kafka.librdkafka({})
+        for record in read_to_end(conf, OP, starts, self.tx.timeout_s + 60, self.clock):
             try:
-                op = codec.decode_as(OpRecord, record.value() or b"", canonical=False)
-            except CodecError as exc:
-                log.error("OP %d@%d does not decode (%s); skipped", partition, offset, exc)
+                op = io.decode(OpRecord, record)
+            except AdapterError as exc:
+                log.error("OP record skipped: %s", exc)
                 continue
-            states[partition].recover_op(op, offset)
+            states[record.partition() or 0].recover_op(op, record.offset() or 0)
             replayed += 1
         log.info("replayed %d OP records of partitions %s", replayed, sorted(starts))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._forget(partitions, "revoked")
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._forget(partitions, "lost")
 
     def _forget(self, partitions: list[TopicPartition], how: str) -> None:
         gone = sorted({tp.partition for tp in partitions if tp.topic == HALF})
         for p in gone:
             self._states.pop(p, None)
+            self._known.pop(p, None)
             self._to_restore.discard(p)
             self._end_read_ms.pop(p, None)
         if gone:
@@ -541,11 +315,18 @@ class TransactionCoordinator(TransactionalWorker):
 
     # -- observability ----------------------------------------------------------------------
 
-    def update_gauges(self) -> None:
-        pending = sum(s.pending_count for s in self._states.values())
-        self.metrics.pending.set(pending)
-        oldest = [b for b in (s.oldest_born_ms() for s in self._states.values()) if b is not None]
-        self.metrics.oldest_age.set(max(0, now_ms() - min(oldest)) / 1000 if oldest else 0)
+    def _remember_gauges(self) -> None:
+        for p, state in self._states.items():
+            self._known[p] = (state.pending_count, state.oldest_born_ms())
+
+    def pending_count(self) -> float:
+        """Pending half messages of the owned partitions, as of the last good turn."""
+        return float(sum(count for count, _ in list(self._known.values())))
+
+    def oldest_age_s(self) -> float:
+        """Age of the oldest pending half message now (0 when none)."""
+        born = [b for _, b in list(self._known.values()) if b is not None]
+        return max(0, self.clock.now_ms() - min(born)) / 1000 if born else 0.0
 
     def pending(self) -> list[tuple[int, Pending[bytes]]]:
         return [(p, pending) for p, s in sorted(self._states.items()) for pending in s.pending()]

@@ -27,14 +27,22 @@ as its queue id and offset (RocketMQ gives the half queue's offset too); it carr
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from enum import IntEnum
+from typing import Any
+
 from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import InvalidMessageError
-from adapter.message import Headers, Message, ReceivedMessage, text_property
-from adapter.records import CheckRequest, HalfMessage
-from adapter.schedule.envelope import Delivery
+from adapter.message import Delivery, Message, ReceivedMessage, text_property
+from adapter.wire.records import CheckRequest, EndTransaction, HalfMessage, TransactionDecision
 
 __all__ = [
+    "TransactionStatus",
+    "end_transaction",
+    "decide",
+    "decision_of",
     "refuse_delay",
     "half_message",
     "committed_delivery",
@@ -57,6 +65,81 @@ _FROM_FIELDS = frozenset(
 )
 # Properties RocketMQ removes from the committed message (REAL_* since ever, TRAN_MSG since 4.6.1).
 _NOT_COMMITTED = _FROM_FIELDS | {prop.REAL_TOPIC, prop.REAL_QUEUE_ID, prop.TRANSACTION_PREPARED}
+
+
+log = logging.getLogger("adapter.transaction")
+
+
+class TransactionStatus(IntEnum):
+    """``rocketmq.client.TransactionStatus``: what a local transaction or a check returns."""
+
+    COMMIT = 0
+    ROLLBACK = 1
+    UNKNOWN = 2
+
+
+_DECISIONS = {
+    TransactionStatus.COMMIT: TransactionDecision.COMMIT,
+    TransactionStatus.ROLLBACK: TransactionDecision.ROLLBACK,
+    TransactionStatus.UNKNOWN: TransactionDecision.UNKNOWN,
+}
+
+
+def decide(
+    callback: Callable[..., object], what: str, transaction_id: str, *args: object
+) -> TransactionDecision:
+    """Run a local transaction or a checker: its result as a decision. An exception is logged
+    and counts as UNKNOWN, as RocketMQ's client treats it."""
+    try:
+        result = callback(*args)
+    except Exception:
+        log.exception("%s raised for transaction %s; counted as UNKNOWN", what, transaction_id)
+        return TransactionDecision.UNKNOWN
+    return decision_of(result, what, transaction_id)
+
+
+def decision_of(result: object, what: str, transaction_id: str) -> TransactionDecision:
+    """A callback's result as a decision: a TransactionStatus or its int, else UNKNOWN (logged,
+    as RocketMQ's client treats anything else as unknown)."""
+    if isinstance(result, int) and not isinstance(result, bool) and 0 <= result <= 2:
+        return _DECISIONS[TransactionStatus(result)]
+    log.warning(
+        "%s for transaction %s returned %r, not a TransactionStatus; counted as UNKNOWN",
+        what,
+        transaction_id,
+        result,
+    )
+    return TransactionDecision.UNKNOWN
+
+
+def _names(of: HalfMessage | CheckRequest, half_partition: int, half_offset: int) -> dict[str, Any]:
+    """The fields by which a record names a half message (RocketMQ's END_TRANSACTION header:
+    transaction id, producer group, commit-log offset)."""
+    return {
+        "transaction_id": of.transaction_id,
+        "producer_group": of.producer_group,
+        "half_partition": half_partition,
+        "half_offset": half_offset,
+    }
+
+
+def end_transaction(
+    of: HalfMessage | CheckRequest,
+    decision: TransactionDecision,
+    half_at: tuple[int, int],
+    check_times: int,
+    now_ms: int,
+) -> EndTransaction:
+    """The END record deciding ``of``, stored at ``half_at`` (partition, offset) of HALF: the
+    producer's own (``check_times`` 0) or its answer to check number ``check_times``."""
+    return EndTransaction(
+        **_names(of, *half_at),
+        decision=decision,
+        from_check=check_times > 0,
+        check_times=check_times,
+        remark=None,
+        timestamp=now_ms,
+    )
 
 
 def _text(value: bytes, name: str) -> str:
@@ -97,25 +180,24 @@ def half_message(message: Message, *, group: str, transaction_id: str, born_ms: 
     )
 
 
+def _headers(
+    source: HalfMessage | CheckRequest, *, omit: frozenset[str], check_times: int | None
+) -> prop.Headers:
+    """A transactional message's headers: its identity and properties, the transaction id and
+    producer group, and ``TRANSACTION_CHECK_TIMES`` when a check is involved."""
+    extra = [(prop.TRANSACTION_ID, source.transaction_id)]
+    extra.append((prop.PRODUCER_GROUP, source.producer_group))
+    if check_times is not None:
+        extra.append((prop.TRANSACTION_CHECK_TIMES, str(check_times)))
+    return prop.message_headers(
+        source.transaction_id, source.tags, source.keys, source.properties,
+        omit=omit, born_ms=source.born_timestamp, extra=extra,
+    )  # fmt: skip
+
+
 def committed_delivery(half: HalfMessage, *, check_times: int) -> Delivery:
     """The real message a COMMIT of ``half`` produces; ``check_times`` checks had been sent."""
-    tid = half.transaction_id.encode()
-    headers: list[tuple[str, bytes]] = [(prop.UNIQ_KEY, tid)]
-    if half.tags is not None:
-        headers.append((prop.TAGS, half.tags.encode()))
-    if half.keys is not None:
-        headers.append((prop.KEYS, half.keys.encode()))
-    headers.extend(
-        (name, value.encode())
-        for name, value in half.properties.items()
-        if name not in _NOT_COMMITTED
-    )
-    headers.append((prop.TRANSACTION_ID, tid))
-    headers.append((prop.PRODUCER_GROUP, half.producer_group.encode()))
-    if prop.BORN_TIMESTAMP not in half.properties:
-        headers.append((prop.BORN_TIMESTAMP, str(half.born_timestamp).encode()))
-    if check_times > 0:
-        headers.append((prop.TRANSACTION_CHECK_TIMES, str(check_times).encode()))
+    headers = _headers(half, omit=_NOT_COMMITTED, check_times=check_times or None)
     return Delivery(half.topic, half.queue_id, None, half.body, headers)
 
 
@@ -124,10 +206,7 @@ def check_request(
 ) -> CheckRequest:
     """The ``check_times``-th check of ``half`` (at ``half_partition``@``half_offset``)."""
     return CheckRequest(
-        transaction_id=half.transaction_id,
-        producer_group=half.producer_group,
-        half_partition=half_partition,
-        half_offset=half_offset,
+        **_names(half, half_partition, half_offset),
         check_times=check_times,
         topic=half.topic,
         queue_id=half.queue_id,
@@ -141,44 +220,23 @@ def check_request(
 
 
 def _received(
+    source: HalfMessage | CheckRequest,
     *,
     kafka_topic: str,
-    transaction_id: str,
-    group: str,
-    topic: str,
-    tags: str | None,
-    keys: str | None,
-    properties: dict[str, str],
-    body: bytes,
-    born_ms: int,
     stored_ms: int,
     queue_id: int,
     queue_offset: int,
     check_times: int | None,
 ) -> ReceivedMessage:
-    tid = transaction_id.encode()
-    headers: Headers = [(prop.UNIQ_KEY, tid), (prop.TRANSACTION_ID, tid)]
-    if tags is not None:
-        headers.append((prop.TAGS, tags.encode()))
-    if keys is not None:
-        headers.append((prop.KEYS, keys.encode()))
-    headers.extend(
-        (name, value.encode()) for name, value in properties.items() if name not in _FROM_FIELDS
-    )
-    headers.append((prop.PRODUCER_GROUP, group.encode()))
-    if prop.BORN_TIMESTAMP not in properties:
-        headers.append((prop.BORN_TIMESTAMP, str(born_ms).encode()))
-    if check_times is not None:
-        headers.append((prop.TRANSACTION_CHECK_TIMES, str(check_times).encode()))
     return ReceivedMessage(
-        topic=topic,
+        topic=source.topic,
         kafka_topic=kafka_topic,
-        body=body,
+        body=source.body,
         queue_id=queue_id,
         queue_offset=queue_offset,
         timestamp=stored_ms,
         append_time=False,
-        headers=headers,
+        headers=_headers(source, omit=_FROM_FIELDS, check_times=check_times),
     )
 
 
@@ -186,15 +244,8 @@ def checked_message(request: CheckRequest) -> ReceivedMessage:
     """What ``checker_callback(msg)`` sees for ``request``: the half message on its real topic,
     with ``TRANSACTION_CHECK_TIMES`` = the check's number; its store time is the request's."""
     return _received(
+        request,
         kafka_topic=naming.kafka_topic(naming.check_topic(request.producer_group)),
-        transaction_id=request.transaction_id,
-        group=request.producer_group,
-        topic=request.topic,
-        tags=request.tags,
-        keys=request.keys,
-        properties=request.properties,
-        body=request.body,
-        born_ms=request.born_timestamp,
         stored_ms=request.requested_at,
         queue_id=request.half_partition,
         queue_offset=request.half_offset,
@@ -208,15 +259,8 @@ def prepared_message(
     """What ``local_execute(msg, user_args)`` sees once ``half`` is stored at
     ``half_partition``@``half_offset``."""
     return _received(
+        half,
         kafka_topic=naming.kafka_topic(naming.TRANS_HALF_TOPIC),
-        transaction_id=half.transaction_id,
-        group=half.producer_group,
-        topic=half.topic,
-        tags=half.tags,
-        keys=half.keys,
-        properties=half.properties,
-        body=half.body,
-        born_ms=half.born_timestamp,
         stored_ms=half.born_timestamp,
         queue_id=half_partition,
         queue_offset=half_offset,

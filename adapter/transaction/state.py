@@ -26,6 +26,7 @@ checking its transaction id.
 
 from __future__ import annotations
 
+import enum
 import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -33,7 +34,9 @@ from typing import Generic, TypeVar
 
 from adapter import naming
 from adapter import properties as prop
-from adapter.records import EndTransaction, HalfMessage, OpKind, OpRecord, TransactionDecision
+from adapter.config import CheckPolicy
+from adapter.exceptions import AdapterError
+from adapter.wire.records import EndTransaction, HalfMessage, OpKind, OpRecord, TransactionDecision
 
 P = TypeVar("P")
 
@@ -41,20 +44,46 @@ RECENT_RESOLVED = 100_000
 """How many resolutions are remembered to tell a mismatched late decision from a duplicate."""
 
 
-@dataclass(frozen=True, slots=True)
-class CheckPolicy:
-    """RocketMQ's broker settings for the check-back, with its defaults."""
+class HalfState(enum.Enum):
+    """Where a half message stands. RocketMQ keeps this implicitly (a half message with no op
+    record is prepared; one whose op record says ``d`` is done); here it is explicit and every
+    change goes through :func:`advance`, which refuses a move the protocol does not allow."""
 
-    transaction_timeout_ms: int = 6_000
-    """``transactionTimeOut``: the first check comes this long after the message was born."""
-    check_interval_ms: int = 30_000
-    """``transactionCheckInterval``: the time between two checks of one message."""
-    check_max: int = 15
-    """``transactionCheckMax``: a message checked this often is discarded at its next due time."""
-    retention_ms: int = 72 * 3600 * 1000
-    """``fileReservedTime``: a message older than this is discarded at its next due time."""
-    end_wait_ms: int = 10_000
-    """How long an END naming a half message that does not exist yet waits before refusal."""
+    PREPARED = "prepared"
+    """Stored in HALF, no decision yet, not checked yet."""
+    CHECKING = "checking"
+    """No decision yet (or UNKNOWN), checked at least once."""
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+    DISCARDED = "discarded"
+    """Given up on after ``check_max`` checks or the retention; parked, resumable."""
+
+
+_MOVES: dict[HalfState, frozenset[HalfState]] = {
+    HalfState.PREPARED: frozenset(
+        {HalfState.CHECKING, HalfState.COMMITTED, HalfState.ROLLED_BACK, HalfState.DISCARDED}
+    ),
+    HalfState.CHECKING: frozenset(
+        {HalfState.CHECKING, HalfState.COMMITTED, HalfState.ROLLED_BACK, HalfState.DISCARDED}
+    ),
+    HalfState.COMMITTED: frozenset(),
+    HalfState.ROLLED_BACK: frozenset(),
+    HalfState.DISCARDED: frozenset(),
+}
+
+
+class IllegalTransition(AdapterError):
+    """A half message was asked to move where the protocol does not allow (a bug, never
+    input: decisions on resolved messages are :class:`Duplicate` s, not transitions)."""
+
+    kind = "illegal transition"
+
+
+def advance(state: HalfState, to: HalfState) -> HalfState:
+    """``to``, if a half message in ``state`` may move there; :class:`IllegalTransition` if not."""
+    if to not in _MOVES[state]:
+        raise IllegalTransition(f"a {state.value} half message cannot become {to.value}")
+    return to
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +108,7 @@ class Pending(Generic[P]):
     """The OP position from which every OP record about this message can be found."""
     check_times: int = 0
     due_ms: int = 0
+    state: HalfState = HalfState.PREPARED
 
 
 # -- what the state machine asks the shell to do ---------------------------------------------
@@ -210,6 +240,8 @@ class PartitionState(Generic[P]):
             else:
                 pending.check_times, last_check_ms = checked
                 pending.due_ms = last_check_ms + self.policy.check_interval_ms
+                if pending.check_times:
+                    pending.state = advance(pending.state, HalfState.CHECKING)
             self._pending[offset] = pending
             heapq.heappush(self._due, (pending.due_ms, offset))
         self._forget_recovered_behind()
@@ -260,6 +292,7 @@ class PartitionState(Generic[P]):
             elif now_ms - pending.info.born_ms > policy.retention_ms:
                 actions.append(self._discard(pending, "older than the retention time"))
             else:
+                pending.state = advance(pending.state, HalfState.CHECKING)
                 pending.check_times += 1
                 pending.due_ms = now_ms + policy.check_interval_ms
                 heapq.heappush(self._due, (pending.due_ms, offset))
@@ -365,16 +398,18 @@ class PartitionState(Generic[P]):
                         f"{window} ms immunity window; the check-back decides",
                     )
                 ]
-        self._resolve(pending)
         if end.decision is TransactionDecision.COMMIT:
+            self._resolve(pending, HalfState.COMMITTED)
             return [Commit(pending, end)]
+        self._resolve(pending, HalfState.ROLLED_BACK)
         return [Rollback(pending, end)]
 
     def _discard(self, pending: Pending[P], reason: str) -> Discard[P]:
-        self._resolve(pending)
+        self._resolve(pending, HalfState.DISCARDED)
         return Discard(pending, reason)
 
-    def _resolve(self, pending: Pending[P]) -> None:
+    def _resolve(self, pending: Pending[P], to: HalfState) -> None:
+        pending.state = advance(pending.state, to)
         del self._pending[pending.offset]
         self._remember(pending.offset, (pending.info.transaction_id, pending.info.producer_group))
 

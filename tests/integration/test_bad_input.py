@@ -14,7 +14,7 @@ from adapter.exceptions import (
     PushConsumerStartFailed,
     TagExpressionError,
 )
-from tests.integration.conftest import unique
+from tests.support import unique
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(60)]
 

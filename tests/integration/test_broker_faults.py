@@ -9,8 +9,7 @@ import pytest
 from adapter.client import SendStatus
 from adapter.exceptions import ProducerSendSyncFailed
 from tests.brokers import Broker, paused
-from tests.integration.conftest import committed_offsets, create_topic, send
-from tests.support import Recorder, wait_until
+from tests.support import Recorder, committed_offsets, create_topic, send, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

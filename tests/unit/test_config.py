@@ -55,7 +55,7 @@ def test_broadcasting_consumers_keep_offsets_per_instance() -> None:
 
 
 def test_a_new_cluster_id_never_starts_with_a_dash() -> None:
-    from adapter.broker import new_cluster_id
+    from adapter.ops.broker import new_cluster_id
 
     ids = [new_cluster_id() for _ in range(2000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)

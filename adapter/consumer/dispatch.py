@@ -1,0 +1,279 @@
+"""Running consumer callbacks: concurrently or orderly, and what a failure leads to.
+
+Reproduces RocketMQ's ``ConsumeMessageConcurrentlyService`` and ``ConsumeMessageOrderlyService``:
+
+- concurrently, idle threads take a queue's messages one at a time, so a slow message holds up
+  only the thread running it (:meth:`Dispatcher.submit`);
+- orderly, each queue runs on one thread at a time, in queue order; a failed message suspends
+  its queue for ``suspend_ms`` (1000) and is retried in place, without skipping;
+- a callback that returns ``RECONSUME_LATER``, anything but ``CONSUME_SUCCESS``, or raises,
+  fails the message (:func:`run_callback`); the failure handler then sends it back, drops it
+  (broadcasting) or, when the send-back fails, has it consumed again locally after
+  ``local_retry_ms`` (5000) with ``reconsume_times`` + 1, as RocketMQ's client falls back.
+
+Pure of Kafka: messages arrive as :class:`~adapter.message.ReceivedMessage`; finished offsets go
+to each queue's :class:`Lane`, whose offset tracker the poll loop commits.
+
+Known gaps: an orderly consumer retries a failed message in place without limit (RocketMQ's
+orderly default, ``Integer.MAX_VALUE`` reconsume times).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.consumer.offsets import PartitionOffsets
+from adapter.message import ReceivedMessage
+from adapter.tags import TagFilter
+
+log = logging.getLogger("adapter.consumer")
+
+
+class ConsumeStatus(IntEnum):
+    """``rocketmq.client.ConsumeStatus``."""
+
+    CONSUME_SUCCESS = 0
+    RECONSUME_LATER = 1
+
+
+MessageCallback = Callable[[ReceivedMessage], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    topic: str
+    kafka_topic: str
+    callback: MessageCallback
+    filter: TagFilter
+
+
+class ConsumerStats:
+    """Counters for tests, benchmarks and logs."""
+
+    __slots__ = ("consumed", "filtered", "failed", "dropped", "sent_back")
+
+    def __init__(self) -> None:
+        self.sent_back = 0
+        self.consumed = 0
+        self.filtered = 0
+        self.failed = 0
+        self.dropped = 0
+
+
+def run_callback(sub: Subscription, message: ReceivedMessage, stats: ConsumerStats) -> bool:
+    """Filter ``message`` by tag, else run the callback; True when the message is finished
+    (consumed or filtered out), False when it failed."""
+    if sub.filter.tags is not None and not sub.filter.matches(message.tags or None):
+        stats.filtered += 1
+        return True
+    try:
+        status = sub.callback(message)
+    except Exception:
+        log.exception(
+            "callback failed for %s (queue %d offset %d); it will be consumed again",
+            message.id,
+            message.queue_id,
+            message.queue_offset,
+        )
+        status = ConsumeStatus.RECONSUME_LATER
+    if status == ConsumeStatus.CONSUME_SUCCESS:
+        stats.consumed += 1
+        return True
+    if status != ConsumeStatus.RECONSUME_LATER:
+        log.error(
+            "callback for %s returned %r; use ConsumeStatus as response. "
+            "Treated as RECONSUME_LATER",
+            message.id,
+            status,
+        )
+    stats.failed += 1
+    return False
+
+
+class Lane:
+    """One assigned queue (partition): its in-flight offsets and, orderly, its backlog.
+
+    Callback threads only append finished offsets to ``finished`` (a thread-safe deque);
+    the poll thread alone moves them into ``offsets``, so the tracker needs no lock.
+    """
+
+    __slots__ = (
+        "topic",
+        "partition",
+        "subscription",
+        "offsets",
+        "finished",
+        "lock",
+        "idle",
+        "running",
+        "revoked",
+        "paused",
+        "backlog",
+        "busy",
+    )
+
+    def __init__(self, topic: str, partition: int, subscription: Subscription) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.subscription = subscription
+        self.offsets = PartitionOffsets()
+        self.finished: deque[int] = deque()
+        self.lock = threading.Lock()
+        self.idle = threading.Condition(self.lock)
+        self.running = 0
+        self.revoked = False
+        self.paused = False
+        self.backlog: deque[list[ReceivedMessage]] = deque()
+        self.busy = False
+
+    def settle(self) -> None:
+        """Move finished offsets into the tracker (poll thread only)."""
+        finished, ack = self.finished, self.offsets.ack
+        while finished:
+            ack(finished.popleft())
+
+    def wait_idle(self, deadline: float, clock: Clock = SYSTEM_CLOCK) -> None:
+        """Until no callback of this queue runs, or the monotonic ``deadline``."""
+        with self.lock:
+            while self.running and clock.monotonic() < deadline:
+                self.idle.wait(max(0.0, deadline - clock.monotonic()))
+
+
+FailureHandler = Callable[[Lane, ReceivedMessage], bool]
+"""After a failed message: True when it is finished (sent back, or dropped)."""
+
+
+@dataclass(eq=False, kw_only=True)
+class Dispatcher:
+    """Hands messages to callback threads and records which offsets finished."""
+
+    pool: Executor
+    orderly: bool
+    thread_count: int
+    suspend_s: float
+    """How long an orderly queue waits after a failure (``suspendCurrentQueueTimeMillis``)."""
+    local_retry_s: float
+    """How long a message whose send-back failed waits to be consumed again."""
+    stats: ConsumerStats
+    after_failure: FailureHandler
+    stopping: threading.Event
+    clock: Clock = SYSTEM_CLOCK
+    _retries: list[tuple[float, int, Lane, ReceivedMessage]] = field(default_factory=list)
+    _retry_seq: Iterator[int] = field(default_factory=itertools.count)
+    _retry_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def submit(self, lane: Lane, messages: list[ReceivedMessage]) -> None:
+        """Consume ``messages`` of one queue (tracked in ``lane.offsets`` by the caller)."""
+        if self.orderly:
+            with lane.lock:
+                lane.backlog.append(messages)
+                if lane.busy:
+                    return
+                lane.busy = True
+            self.pool.submit(self._run_orderly, lane)
+            return
+        work = deque(messages)
+        for _ in range(min(self.thread_count, len(messages))):
+            self.pool.submit(self._drain, lane, work)
+
+    def dispatch_due_retries(self) -> None:
+        """Submit the local retries whose time has come."""
+        if not self._retries:
+            return
+        now = self.clock.monotonic()
+        due = []
+        with self._retry_lock:
+            while self._retries and self._retries[0][0] <= now:
+                due.append(heapq.heappop(self._retries))
+        for _, _, lane, message in due:
+            if lane.revoked:
+                continue
+            message._count_local_retry()
+            self.pool.submit(self._retry_one, lane, message)
+
+    # -- callback threads -------------------------------------------------------------------
+
+    def _begin(self, lane: Lane) -> bool:
+        with lane.lock:
+            if lane.revoked or self.stopping.is_set():
+                return False
+            lane.running += 1
+            return True
+
+    def _end(self, lane: Lane) -> None:
+        with lane.lock:
+            lane.running -= 1
+            if lane.running == 0:
+                lane.idle.notify_all()
+
+    def _finish(self, lane: Lane, message: ReceivedMessage) -> None:
+        if run_callback(lane.subscription, message, self.stats) or self.after_failure(
+            lane, message
+        ):
+            lane.finished.append(message.queue_offset)
+        else:
+            due = self.clock.monotonic() + self.local_retry_s
+            with self._retry_lock:
+                heapq.heappush(self._retries, (due, next(self._retry_seq), lane, message))
+
+    def _drain(self, lane: Lane, work: deque[ReceivedMessage]) -> None:
+        """Consume messages of one queue from ``work`` until it is empty."""
+        if not self._begin(lane):
+            return
+        stopping = self.stopping
+        try:
+            while not (lane.revoked or stopping.is_set()):
+                try:
+                    message = work.popleft()
+                except IndexError:
+                    return
+                self._finish(lane, message)
+        finally:
+            self._end(lane)
+
+    def _retry_one(self, lane: Lane, message: ReceivedMessage) -> None:
+        if not self._begin(lane):
+            return
+        try:
+            self._finish(lane, message)
+        finally:
+            self._end(lane)
+
+    def _run_orderly(self, lane: Lane) -> None:
+        """Drain one queue's backlog in order; a failed message is retried in place."""
+        while True:
+            with lane.lock:
+                if not lane.backlog or lane.revoked or self.stopping.is_set():
+                    lane.busy = False
+                    return
+                batch = lane.backlog.popleft()
+            for message in batch:
+                if not self._begin(lane):
+                    with lane.lock:
+                        lane.busy = False
+                    return
+                consumed = False
+                try:
+                    while not run_callback(lane.subscription, message, self.stats):
+                        if self.stopping.wait(self.suspend_s) or lane.revoked:
+                            break
+                        message._count_local_retry()
+                    else:
+                        consumed = True
+                        lane.finished.append(message.queue_offset)
+                finally:
+                    self._end(lane)
+                if not consumed:
+                    with lane.lock:
+                        lane.busy = False
+                    return

@@ -1,0 +1,346 @@
+"""The push consumer's poll loop: assignment, back-pressure, and committing finished offsets.
+
+Reproduces the pull side of RocketMQ's ``DefaultMQPushConsumerImpl`` on a Kafka consumer:
+
+- CLUSTERING: the group shares the queues (a Kafka consumer group, cooperative rebalancing);
+  BROADCASTING: every instance assigns itself every queue and keeps its own offsets, under
+  ``<group>@<instanceName>`` (see :func:`adapter.naming.broadcast_group_id`);
+- clustering consumers also consume their group's ``%RETRY%<group>``, and a retried message
+  reaches the callback of its original topic;
+- offsets are committed every second, only over the contiguous prefix of finished messages
+  (:mod:`adapter.consumer.offsets`), so a slow message is never skipped by faster ones;
+- a queue with more than ``max_in_flight_per_queue`` (1000) unfinished messages is paused
+  until half of them finish (RocketMQ's ``pullThresholdForQueue``);
+- a new group starts from the earliest retained message; a restarted one resumes from its
+  committed offsets. On revocation, running callbacks of the queue finish and its offsets are
+  committed before the queue goes.
+
+Known gaps: broadcasting picks up partitions added after ``start()`` only on restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import tenacity
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_LOG_APPEND_TIME,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka import Message as KafkaRecord
+
+from adapter import naming
+from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.config import ConsumerConfig, MessageModel
+from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscription
+from adapter.consumer.send_back import SendBack
+from adapter.exceptions import AdapterError
+from adapter.kafka import clients
+from adapter.message import ReceivedMessage
+from adapter.tags import TagFilter
+
+log = logging.getLogger("adapter.consumer")
+
+_POLL_BATCH = 500
+_POLL_TIMEOUT_S = 0.1
+_SHUTDOWN_WAIT_S = 30.0
+_REVOKE_WAIT_S = 10.0
+
+
+class ConsumeLoop:
+    """The poll thread, the callback threads and the offsets between them.
+
+    Stop order: stop intake (the poll thread leaves its loop), let running callbacks finish
+    (messages not yet started stay uncommitted), commit the finished prefix, close the Kafka
+    consumer, stop the callback threads.
+    """
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        subscriptions: dict[str, Subscription],
+        stats: ConsumerStats,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._config = config
+        self._subs = subscriptions
+        self._clock = clock
+        self._client = clients.consumer(config.librdkafka())
+        self._pool = ThreadPoolExecutor(
+            max_workers=config.thread_count, thread_name_prefix=f"consume-{config.group}"
+        )
+        self._lanes: dict[tuple[str, int], Lane] = {}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"poll-{config.group}", daemon=True)
+        self._broadcasting = config.message_model == MessageModel.BROADCASTING
+        self._send_back = None if self._broadcasting else SendBack(config)
+        self._dispatcher = Dispatcher(
+            pool=self._pool,
+            orderly=config.orderly,
+            thread_count=config.thread_count,
+            suspend_s=config.suspend_ms / 1000,
+            local_retry_s=config.local_retry_ms / 1000,
+            stats=stats,
+            after_failure=self._after_failure,
+            stopping=self._stopping,
+            clock=clock,
+        )
+        self._stats = stats
+        self._last_commit = clock.monotonic()
+
+    def start(self) -> None:
+        try:
+            if self._send_back is not None:
+                self._subscribe_retry_topic(self._send_back)
+            if self._broadcasting:
+                self._assign_everything()
+            else:
+                self._client.subscribe(
+                    list(self._subs),
+                    on_assign=self._on_assign,
+                    on_revoke=self._on_revoke,
+                    on_lost=self._on_lost,
+                )
+        except BaseException:
+            self._client.close()
+            self._pool.shutdown(wait=False)
+            raise
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(_SHUTDOWN_WAIT_S + _REVOKE_WAIT_S + 10)
+
+    def _subscribe_retry_topic(self, send_back: SendBack) -> None:
+        """RocketMQ's clustering consumers consume ``%RETRY%<group>`` too, with ``*``."""
+        send_back.prepare()
+        retry_topic = naming.retry_topic(self._config.group)
+        self._subs[send_back.retry_kafka_topic] = Subscription(
+            retry_topic, send_back.retry_kafka_topic, self._route_retry, TagFilter.parse("*")
+        )
+
+    def _route_retry(self, message: ReceivedMessage) -> Any:
+        """A retried message goes to the callback of its original topic."""
+        subscription = self._subs.get(naming.kafka_topic(message.topic))
+        if subscription is None or subscription.callback == self._route_retry:
+            subscription = next(s for s in self._subs.values() if s.callback != self._route_retry)
+        return subscription.callback(message)
+
+    def assigned(self) -> list[tuple[str, int]]:
+        return sorted((naming.decode(topic), part) for topic, part in list(self._lanes))
+
+    # -- assignment -------------------------------------------------------------------------
+
+    def _assign_everything(self) -> None:
+        metadata = self._client.list_topics(timeout=10)
+        partitions: list[TopicPartition] = []
+        for kafka_topic in self._subs:
+            info = metadata.topics.get(kafka_topic)
+            if info is None or info.error is not None:
+                raise AdapterError(
+                    f"broadcasting needs topic {naming.decode(kafka_topic)!r} to exist: "
+                    f"{info.error.str() if info is not None and info.error else 'not found'}",
+                    topic=kafka_topic,
+                )
+            partitions.extend(TopicPartition(kafka_topic, p) for p in sorted(info.partitions))
+        for tp in partitions:
+            self._add_lane(tp)
+        self._client.assign(self._start_positions(partitions))
+
+    @tenacity.retry(
+        retry=tenacity.retry_if_exception_type(KafkaException),
+        wait=tenacity.wait_exponential(multiplier=0.2, max=2.0),
+        stop=tenacity.stop_after_delay(30),
+        reraise=True,
+    )
+    def _start_positions(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """This instance's committed offsets, or the earliest retained message where none.
+
+        Fetched here, with retries, because a young broker answers NOT_COORDINATOR for a while.
+        """
+        positions = self._client.committed(partitions, timeout=5)
+        for tp in positions:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            if tp.offset < 0:
+                tp.offset = OFFSET_BEGINNING
+        return list(positions)
+
+    def _add_lane(self, tp: TopicPartition) -> None:
+        self._lanes[(tp.topic, tp.partition)] = Lane(tp.topic, tp.partition, self._subs[tp.topic])
+
+    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._add_lane(tp)
+        log.info("group %s assigned %s", self._config.group, _describe(partitions))
+
+    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._release(partitions, commit=True)
+        log.info("group %s revoked %s", self._config.group, _describe(partitions))
+
+    def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._release(partitions, commit=False)
+        log.warning("group %s lost %s", self._config.group, _describe(partitions))
+
+    def _release(self, partitions: list[TopicPartition], *, commit: bool) -> None:
+        """Let running callbacks of these partitions finish, commit, and forget them."""
+        lanes = [self._lanes.pop((tp.topic, tp.partition), None) for tp in partitions]
+        deadline = self._clock.monotonic() + _REVOKE_WAIT_S
+        for lane in lanes:
+            if lane is None:
+                continue
+            with lane.lock:
+                lane.revoked = True
+            lane.wait_idle(deadline, self._clock)
+        if commit:
+            self._commit([lane for lane in lanes if lane is not None], synchronous=True)
+
+    # -- the poll loop ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                self._poll_once()
+        except Exception:
+            log.exception("consumer %s poll loop failed", self._config.group)
+        finally:
+            self._finish()
+
+    def _poll_once(self) -> None:
+        self._dispatcher.dispatch_due_retries()
+        self._apply_backpressure()
+        try:
+            records = self._client.consume(_POLL_BATCH, _POLL_TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("consumer %s poll failed: %s", self._config.group, exc)
+            self._stopping.wait(1.0)
+            return
+        if records:
+            self._dispatch(records)
+        now = self._clock.monotonic()
+        if now - self._last_commit >= self._config.commit_interval_ms / 1000.0:
+            self._last_commit = now
+            self._commit(list(self._lanes.values()), synchronous=False)
+
+    def _dispatch(self, records: list[KafkaRecord]) -> None:
+        batches: dict[tuple[str, int], list[KafkaRecord]] = {}
+        for record in records:
+            error = record.error()
+            if error is not None:
+                self._on_record_error(error)
+                continue
+            key = (str(record.topic()), int(record.partition() or 0))
+            batch = batches.get(key)
+            if batch is None:
+                batches[key] = batch = []
+            batch.append(record)
+        for key, batch in batches.items():
+            lane = self._lanes.get(key)
+            if lane is None:  # not ours any more (revoked during this poll)
+                continue
+            track = lane.offsets.track
+            messages = []
+            for record in batch:
+                track(record.offset())  # type: ignore[arg-type]
+                messages.append(_received(lane, record))
+            self._dispatcher.submit(lane, messages)
+
+    def _on_record_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return
+        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            log.warning("consumer %s: %s (waiting for the topic)", self._config.group, error.str())
+            return
+        log.error("consumer %s: %s", self._config.group, error.str())
+
+    def _apply_backpressure(self) -> None:
+        limit = self._config.max_in_flight_per_queue
+        to_pause, to_resume = [], []
+        for lane in self._lanes.values():
+            lane.settle()
+            in_flight = lane.offsets.in_flight
+            if not lane.paused and in_flight >= limit:
+                lane.paused = True
+                to_pause.append(TopicPartition(lane.topic, lane.partition))
+            elif lane.paused and in_flight < limit // 2:
+                lane.paused = False
+                to_resume.append(TopicPartition(lane.topic, lane.partition))
+        if to_pause:
+            self._client.pause(to_pause)
+        if to_resume:
+            self._client.resume(to_resume)
+
+    def _after_failure(self, lane: Lane, message: ReceivedMessage) -> bool:
+        """A failed message: dropped (broadcasting) or sent back; False to retry it locally."""
+        if self._broadcasting:
+            self._stats.dropped += 1
+            log.warning(
+                "broadcasting consumer drops failed message %s (queue %d offset %d), "
+                "as RocketMQ does",
+                message.id,
+                lane.partition,
+                message.queue_offset,
+            )
+            return True
+        if self._send_back is not None and self._send_back.send(message):
+            self._stats.sent_back += 1
+            return True
+        return False
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def _commit(self, lanes: list[Lane], *, synchronous: bool) -> None:
+        offsets = []
+        for lane in lanes:
+            lane.settle()
+            position = lane.offsets.take_commit()
+            if position is not None:
+                offsets.append(TopicPartition(lane.topic, lane.partition, position))
+        if not offsets:
+            return
+        try:
+            if synchronous:
+                self._client.commit(offsets=offsets, asynchronous=False)
+            else:
+                self._client.commit(offsets=offsets, asynchronous=True)
+        except KafkaException as exc:
+            log.warning("consumer %s commit failed: %s", self._config.group, exc)
+
+    def _finish(self) -> None:
+        lanes = list(self._lanes.values())
+        deadline = self._clock.monotonic() + _SHUTDOWN_WAIT_S
+        for lane in lanes:
+            lane.wait_idle(deadline, self._clock)
+        self._commit(lanes, synchronous=True)
+        self._lanes.clear()
+        try:
+            self._client.close()
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("consumer %s close failed: %s", self._config.group, exc)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._send_back is not None:
+            self._send_back.close()
+
+
+def _received(lane: Lane, record: KafkaRecord) -> ReceivedMessage:
+    ts_type, ts = record.timestamp()
+    return ReceivedMessage(
+        topic=lane.subscription.topic,
+        kafka_topic=lane.topic,
+        body=record.value(),
+        queue_id=lane.partition,
+        queue_offset=record.offset(),  # type: ignore[arg-type]
+        timestamp=ts,
+        append_time=ts_type == TIMESTAMP_LOG_APPEND_TIME,
+        headers=record.headers(),  # type: ignore[arg-type]
+    )
+
+
+def _describe(partitions: list[TopicPartition]) -> str:
+    return ", ".join(f"{naming.decode(tp.topic)}[{tp.partition}]" for tp in partitions) or "-"

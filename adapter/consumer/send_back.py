@@ -1,0 +1,137 @@
+"""Consumer send-back: a failed message goes to ``%RETRY%<group>`` later, or to ``%DLQ%<group>``.
+
+Reproduces RocketMQ's ``consumerSendMsgBack`` (reference section 4.3) on the client side:
+a message whose ``reconsume_times`` is below ``max_reconsume_times`` (16) is parked on
+``SCHEDULE_TOPIC_XXXX`` at level 3 + reconsume_times (clamped to the highest level), addressed
+to the group's retry topic, with ``RECONSUME_TIME`` + 1, ``RETRY_TOPIC`` (the original topic),
+``ORIGIN_MESSAGE_ID`` and ``MAX_RECONSUME_TIMES``; the forwarder delivers it when due.
+Otherwise the message goes straight to the group's dead-letter topic. Both topics have one
+queue, as RocketMQ creates them (``retryQueueNums`` = 1, ``DLQ_NUMS_PER_GROUP`` = 1).
+
+``send`` returns only once Kafka has acknowledged the copy, so the caller may then commit the
+original's offset; when it fails the caller falls back to consuming again locally, as
+RocketMQ's client does when its send-back request fails.
+
+Known gaps: the copy's id is the original's ``UNIQ_KEY`` (RocketMQ keeps it too), so a
+message's id does not tell its deliveries apart; ``reconsume_times`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import KafkaException, Producer
+
+from adapter import naming
+from adapter import properties as prop
+from adapter.config import ConsumerConfig
+from adapter.exceptions import AdapterError
+from adapter.kafka import clients, io
+from adapter.kafka.topics import ensure_single_queue_topic
+from adapter.message import ReceivedMessage
+from adapter.schedule.envelope import delivered, sent_back
+from adapter.wire import codec
+
+log = logging.getLogger("adapter.consumer")
+
+_SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
+_NOT_ON_DEAD_LETTERS = (prop.REAL_TOPIC, prop.REAL_QUEUE_ID)
+
+
+class SendBack:
+    def __init__(self, config: ConsumerConfig) -> None:
+        self._config = config
+        self._retry_topic = naming.retry_topic(config.group)
+        self._dlq_topic = naming.dlq_topic(config.group)
+        self._producer: Producer | None = None
+        self._dlq_ready = False
+        self._lock = threading.Lock()
+
+    @property
+    def retry_kafka_topic(self) -> str:
+        return naming.kafka_topic(self._retry_topic)
+
+    def prepare(self) -> None:
+        """Create the group's retry topic (a consumer subscribes to it at start)."""
+        self._ensure(self.retry_kafka_topic)
+
+    def send(self, message: ReceivedMessage) -> bool:
+        """Send a failed message back; True once Kafka acknowledged it."""
+        try:
+            producer = self._client()
+            if message.reconsume_times >= self._config.max_reconsume_times:
+                self._send_dead_letter(producer, message)
+            else:
+                self._send_retry(producer, message)
+            return True
+        except (AdapterError, KafkaException) as exc:
+            log.warning("send-back of %s failed (%s); consuming it again locally", message.id, exc)
+            return False
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.flush(self._timeout_s())
+
+    def _ensure(self, kafka_topic: str) -> None:
+        admin = clients.admin(self._config.kafka.librdkafka({}))
+        ensure_single_queue_topic(admin, kafka_topic, self._timeout_s())
+
+    def _send_retry(self, producer: Producer, message: ReceivedMessage) -> None:
+        levels = self._config.delay_levels
+        level = levels.clamp(3 + message.reconsume_times)
+        record = sent_back(
+            message,
+            to_topic=self._retry_topic,
+            level=level,
+            max_reconsume_times=self._config.max_reconsume_times,
+        )
+        headers = [(prop.UNIQ_KEY, message.id.encode()), (prop.DELAY, str(level).encode())]
+        io.produce_and_ack(
+            producer,
+            _SCHEDULE,
+            codec.encode(record),
+            timeout_s=self._timeout_s(),
+            what=f"the retry of {message.id}",
+            partition=level - 1,
+            headers=headers,
+        )
+
+    def _send_dead_letter(self, producer: Producer, message: ReceivedMessage) -> None:
+        topic = naming.kafka_topic(self._dlq_topic)
+        if not self._dlq_ready:
+            self._ensure(topic)
+            self._dlq_ready = True
+        record = sent_back(
+            message,
+            to_topic=self._dlq_topic,
+            level=0,
+            max_reconsume_times=self._config.max_reconsume_times,
+        )
+        delivery = delivered(record)
+        headers = [(k, v) for k, v in delivery.headers if k not in _NOT_ON_DEAD_LETTERS]
+        io.produce_and_ack(
+            producer,
+            topic,
+            delivery.value,
+            timeout_s=self._timeout_s(),
+            what=f"the dead letter {message.id}",
+            partition=0,
+            headers=headers,
+        )
+        log.warning(
+            "message %s failed %d times; moved to %s",
+            message.id,
+            message.reconsume_times + 1,
+            self._dlq_topic,
+        )
+
+    def _client(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                self._producer = clients.producer(self._config.send_back_producer())
+            return self._producer
+
+    def _timeout_s(self) -> float:
+        return self._config.send_back_timeout_ms / 1000

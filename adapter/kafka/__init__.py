@@ -1,0 +1,1 @@
+"""The Kafka plumbing every part shares: clients, I/O helpers, topics, the exactly-once worker."""

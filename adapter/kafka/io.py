@@ -1,0 +1,321 @@
+"""Reading and writing Kafka the way every part of the adapter does, written once.
+
+Not a RocketMQ behaviour: RocketMQ's broker reads its own commit log and its clients wait on
+request futures. Here the same few Kafka patterns recur, and each lives here:
+
+- :func:`fetch`: up to n records as soon as one is there (librdkafka's ``consume(n, t)`` waits
+  for n records or the whole timeout, which would add the timeout to every delivery);
+- :func:`read_to_end`: one or more partitions from an offset to their end, committed records
+  only (the end is the last stable offset, so a dead worker's open transaction is not waited
+  for);
+- :func:`produce` and :func:`produce_and_ack`: produce while the local queue is full, within a
+  deadline; produce one record and wait for its acknowledgement;
+- :class:`PartitionCounts`: topics' partition counts, cached, never creating a topic by asking;
+- :func:`committed_offsets`: a group's committed offsets;
+- :func:`decode`: a system record out of a Kafka record, errors located at the record.
+
+Known gaps: none.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import tenacity
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Message as KafkaRecord
+
+from adapter import naming
+from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.exceptions import AdapterError, CodecError, DeliveryError
+from adapter.kafka import clients
+from adapter.wire import codec
+from adapter.wire.records import Record
+
+R = TypeVar("R", bound=Record)
+T = TypeVar("T")
+
+READER_SETTINGS: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "isolation.level": "read_committed",
+    "enable.partition.eof": True,
+    "auto.offset.reset": "earliest",
+}
+
+
+def keep_trying(
+    call: Callable[[], T],
+    *,
+    when: Callable[[BaseException], bool],
+    every_s: float,
+    for_s: float,
+) -> T:
+    """``call()``, called again every ``every_s`` seconds while it raises an error ``when``
+    accepts, for up to ``for_s`` seconds; then that error."""
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception(when),
+        wait=tenacity.wait_fixed(every_s),
+        stop=tenacity.stop_after_delay(for_s),
+        reraise=True,
+    )(call)
+
+
+def fetch(consumer: Consumer, max_records: int, timeout_s: float) -> list[KafkaRecord]:
+    """Up to ``max_records`` records as soon as one is there; ``[]`` after ``timeout_s``."""
+    first = consumer.poll(timeout_s)
+    if first is None:
+        return []
+    if max_records <= 1:
+        return [first]
+    return [first, *consumer.consume(max_records - 1, 0)]
+
+
+def read_to_end(
+    conf: Mapping[str, Any],
+    topic: str,
+    starts: dict[int, int],
+    timeout_s: float,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Iterator[KafkaRecord]:
+    """Every committed record of the partitions of ``topic`` named in ``starts``, each from
+    its start offset (its first record when negative) to its end; ``AdapterError`` if that
+    takes longer than ``timeout_s``."""
+    if not starts:
+        return
+    reader = clients.consumer({"group.id": "rmq-adapter-read-back", **conf, **READER_SETTINGS})
+    try:
+        reader.assign(
+            [TopicPartition(topic, p, start if start >= 0 else -2) for p, start in starts.items()]
+        )
+        open_partitions = set(starts)
+        deadline = clock.monotonic() + timeout_s
+        while clock.monotonic() < deadline:
+            record = reader.poll(0.2)
+            if record is None:
+                continue
+            error = record.error()
+            if error is None:
+                yield record
+            elif error.code() == KafkaError._PARTITION_EOF:
+                open_partitions.discard(record.partition() or 0)
+                if not open_partitions:
+                    return
+            elif error.fatal() or not error.retriable():
+                raise KafkaException(error)
+        raise AdapterError(
+            f"{naming.decode(topic)} could not be read back within {timeout_s:g} s", topic=topic
+        )
+    finally:
+        reader.close()
+
+
+def produce(
+    producer: Producer, topic: str, value: bytes | None, *, timeout_s: float, **kwargs: Any
+) -> None:
+    """``producer.produce``; while the local queue is full, serve delivery reports (which make
+    room) for up to ``timeout_s``, then :class:`DeliveryError`."""
+    try:
+        producer.produce(topic, value, **kwargs)  # the usual case, without the retry machinery
+        return
+    except BufferError:
+        pass
+    try:
+        for attempt in tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(BufferError),
+            wait=tenacity.wait_fixed(0.05),
+            stop=tenacity.stop_after_delay(timeout_s),
+            sleep=lambda seconds: _serve_reports(producer, seconds),
+        ):
+            with attempt:
+                producer.produce(topic, value, **kwargs)
+    except tenacity.RetryError as exc:
+        raise DeliveryError(
+            f"the local send queue stayed full for {timeout_s:g} s (sending to "
+            f"{naming.decode(topic)})",
+            topic=topic,
+        ) from exc
+
+
+def _serve_reports(producer: Producer, seconds: float) -> None:
+    producer.poll(seconds)
+
+
+class Ack:
+    """One record's delivery report, as the ``on_delivery`` callback of its produce."""
+
+    __slots__ = ("error", "partition", "offset", "done")
+
+    def __init__(self) -> None:
+        self.error: KafkaError | None = None
+        self.partition = -1
+        self.offset = -1
+        self.done = threading.Event()
+
+    def __call__(self, error: KafkaError | None, record: KafkaRecord) -> None:
+        self.error = error
+        if error is None:
+            self.partition = record.partition() or 0
+            self.offset = record.offset() or 0
+        self.done.set()
+
+
+def produce_and_ack(
+    producer: Producer,
+    topic: str,
+    value: bytes | None,
+    *,
+    timeout_s: float,
+    reports_served: bool = False,
+    what: str = "",
+    **kwargs: Any,
+) -> Ack:
+    """Produce one record and wait for Kafka's acknowledgement, up to ``timeout_s``.
+
+    ``reports_served``: another thread polls ``producer`` and will run this record's report;
+    otherwise this call flushes, which also sends at once, ignoring ``linger.ms``.
+
+    Raises:
+        DeliveryError: no acknowledgement in time, or Kafka refused the record
+            (``kafka_error`` holds the cause). ``what`` names the record in the message.
+    """
+    ack = Ack()
+    what = what or f"a record for {naming.decode(topic)}"
+    produce(producer, topic, value, timeout_s=timeout_s, on_delivery=ack, **kwargs)
+    if reports_served:
+        ack.done.wait(timeout_s + 1.0)
+    else:
+        producer.flush(timeout_s + 1.0)
+    if not ack.done.is_set():
+        raise DeliveryError(f"no acknowledgement within {timeout_s:g} s for {what}", topic=topic)
+    if ack.error is not None:
+        raise DeliveryError(
+            f"Kafka refused {what}: {ack.error.str()}", topic=topic, kafka_error=ack.error
+        )
+    return ack
+
+
+class MissingTopic(AdapterError):
+    """The topic does not exist (or has no partitions)."""
+
+    kind = "missing topic"
+
+
+@dataclass(eq=False)
+class PartitionCounts:
+    """Partition counts of topics, cached: a count for ``ttl_s``, an absence for ``miss_ttl_s``.
+
+    Asks for the list of all topics, never for one topic by name: a metadata request naming a
+    missing topic makes a broker with ``auto.create.topics.enable`` create it, with the
+    broker's default layout. :meth:`count` with ``create=True`` asks by name on purpose, to get
+    RocketMQ's ``autoCreateTopicEnable`` behaviour for a producer's own topic."""
+
+    list_topics: Callable[..., Any]
+    """A client's ``list_topics``."""
+    timeout_s: float
+    ttl_s: float = 30.0
+    miss_ttl_s: float = 1.0
+    clock: Clock = SYSTEM_CLOCK
+    _cache: dict[str, tuple[float, int]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, topic: str, *, create: bool = False) -> int:
+        """``topic``'s partition count (a Kafka name); 0 when it does not exist."""
+        now = self.clock.monotonic()
+        cached = self._cache.get(topic)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        if create:
+            metadata = self.list_topics(topic, timeout=self.timeout_s)
+        else:
+            metadata = self.list_topics(timeout=self.timeout_s)
+        found = metadata.topics.get(topic)
+        count = len(found.partitions) if found is not None and found.error is None else 0
+        with self._lock:
+            self._cache[topic] = (now + (self.ttl_s if count else self.miss_ttl_s), count)
+        return count
+
+    def require(self, topic: str, *, create: bool = False, wait_s: float = 0.0) -> int:
+        """``topic``'s partition count, waiting up to ``wait_s`` for a topic created a moment
+        ago to appear; :class:`MissingTopic` otherwise."""
+
+        def lookup() -> int:
+            count = self.count(topic, create=create)
+            if not count:
+                raise MissingTopic(
+                    f"topic {naming.decode(topic)!r} does not exist", topic=naming.decode(topic)
+                )
+            return count
+
+        return keep_trying(
+            lookup, when=lambda exc: isinstance(exc, MissingTopic), every_s=0.1, for_s=wait_s
+        )
+
+    def forget(self, topic: str) -> None:
+        with self._lock:
+            self._cache.pop(topic, None)
+
+
+def _coordinator_busy(exc: BaseException) -> bool:
+    """The group coordinator is loading or moving (or the request timed out): ask again."""
+    if not isinstance(exc, KafkaException):
+        return False
+    error: KafkaError = exc.args[0]
+    return error.retriable() or error.code() in _COORDINATOR_BUSY
+
+
+_COORDINATOR_BUSY = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT}
+)
+
+
+def committed_offsets(
+    conf: Mapping[str, Any], group: str, partitions: list[TopicPartition], timeout_s: float = 30
+) -> list[int]:
+    """The group's committed offsets (-1001 where none), asking again for up to ``timeout_s``
+    while its coordinator is busy. A consumer handle of that group asks, not the admin API:
+    librdkafka's ListConsumerGroupOffsets crashed the process here when the group coordinator
+    was still loading."""
+
+    def ask() -> list[int]:
+        asker = clients.consumer({**conf, "group.id": group, "enable.auto.commit": False})
+        try:
+            return [tp.offset for tp in asker.committed(partitions, timeout=timeout_s)]
+        finally:
+            asker.close()
+
+    return keep_trying(ask, when=_coordinator_busy, every_s=0.5, for_s=timeout_s)
+
+
+def decode(cls: type[R], record: KafkaRecord, *, canonical: bool = False) -> R:
+    """The system record of type ``cls`` in ``record``'s value; a :class:`CodecError` names
+    the topic, partition and offset it came from and keeps the raw bytes."""
+    try:
+        return codec.decode_as(cls, record.value() or b"", canonical=canonical)
+    except CodecError as exc:
+        raise exc.located(
+            naming.decode(record.topic() or ""), record.partition() or 0, record.offset() or 0
+        ) from None
+
+
+def caught_up(consumer: Consumer, partitions: list[TopicPartition], timeout_s: float) -> bool:
+    """The consumer has read each of ``partitions`` to its end (its position, or the group's
+    committed offset before anything was read, is at the end offset)."""
+    if not partitions:
+        return True
+    positions = consumer.position(partitions)
+    unknown = [tp for tp in positions if tp.offset < 0]
+    committed = (
+        {(tp.topic, tp.partition): tp.offset for tp in consumer.committed(unknown, timeout_s)}
+        if unknown
+        else {}
+    )
+    for tp in positions:
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+        position = tp.offset if tp.offset >= 0 else committed.get((tp.topic, tp.partition), -1)
+        if max(position, low) < high:
+            return False
+    return True

@@ -1,0 +1,1 @@
+"""Operating the adapter: the ``rmq-adapter`` command, worker runner, status, local broker."""

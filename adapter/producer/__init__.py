@@ -1,0 +1,1 @@
+"""The drop-in ``Producer`` and the send core it shares with ``TransactionMQProducer``."""

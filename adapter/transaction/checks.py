@@ -1,0 +1,147 @@
+"""The producer side of the check-back: answering the coordinator's check requests.
+
+Reproduces ``checkTransactionState`` of RocketMQ's producer (reference section 1.7): every
+producer of a group reads the group's check topic (``%CHECK%<group>``) in one Kafka consumer
+group, so any live producer of the group answers, as the broker picks any channel of the group,
+including for messages a dead producer sent. ``checker_callback(msg)`` sees the half message
+with ``TRANSACTION_CHECK_TIMES``; its ``COMMIT`` or ``ROLLBACK`` is written to END
+(``from_check``) and acknowledged before the request's offset is committed; ``UNKNOWN`` (or an
+exception, ``None``, any other value) writes nothing and the coordinator asks again.
+
+Known gaps: checks are answered by one thread per producer (the C++ client uses one too). A
+check answer is at least once; the coordinator drops duplicate decisions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Message as KafkaRecord
+
+from adapter import naming
+from adapter.clock import Clock
+from adapter.exceptions import AdapterError, ProducerException
+from adapter.kafka import clients, io
+from adapter.kafka.topics import ensure_single_queue_topic
+from adapter.message import ReceivedMessage
+from adapter.producer.sender import Outgoing, Sender
+from adapter.transaction.envelope import checked_message, decide, end_transaction
+from adapter.wire import codec
+from adapter.wire.records import CheckRequest, TransactionDecision
+
+log = logging.getLogger("adapter.transaction")
+
+END = naming.kafka_topic(naming.TRANS_END_TOPIC)
+_POLL_S = 0.2
+_SHUTDOWN_WAIT_S = 10.0
+_RETRY_ANSWER_S = 0.5
+
+Checker = Callable[[ReceivedMessage], Any]
+
+
+class CheckResponder:
+    """One thread that answers the check requests of a producer group until ``stop()``."""
+
+    def __init__(self, sender: Sender, checker: Checker, clock: Clock) -> None:
+        self._sender = sender
+        self._checker = checker
+        self._clock = clock
+        self._group = sender.config.group
+        self._stopping = threading.Event()
+        self._consumer: Consumer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Create the group's check topic if needed and join its consumer group."""
+        config = self._sender.config
+        check_topic = naming.kafka_topic(naming.check_topic(config.group))
+        admin = clients.admin(config.kafka.librdkafka({}))
+        ensure_single_queue_topic(admin, check_topic, self._sender.timeout_s)
+        consumer = clients.consumer(config.check_consumer(check_topic))
+        consumer.subscribe([check_topic])
+        self._consumer = consumer
+        self._thread = threading.Thread(
+            target=self._run, args=(consumer,), name=f"checks-{config.group}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop answering (waiting up to 10 s for a running ``checker_callback``) and leave
+        the check topic's group."""
+        self._stopping.set()
+        thread, self._thread = self._thread, None
+        consumer, self._consumer = self._consumer, None
+        if thread is not None:
+            thread.join(_SHUTDOWN_WAIT_S)
+        if consumer is None:
+            return
+        if thread is not None and thread.is_alive():
+            log.error(
+                "producer %s: checker_callback still running after %.0f s; "
+                "its check consumer is left to the process exit",
+                self._group,
+                _SHUTDOWN_WAIT_S,
+            )
+        else:
+            consumer.close()
+
+    def _run(self, consumer: Consumer) -> None:
+        while not self._stopping.is_set():
+            try:
+                record = consumer.poll(_POLL_S)
+                if record is None:
+                    continue
+                failure = record.error()
+                if failure is not None:
+                    log.warning("check topic of %s: %s", self._group, failure.str())
+                    continue
+                self._answer(consumer, record)
+            except Exception:
+                log.exception("producer %s: answering a check failed", self._group)
+                self._stopping.wait(_RETRY_ANSWER_S)
+
+    def _answer(self, consumer: Consumer, record: KafkaRecord) -> None:
+        topic, partition, offset = (
+            record.topic() or "",
+            record.partition() or 0,
+            record.offset() or 0,
+        )
+        try:
+            request = io.decode(CheckRequest, record)
+            if request.half_partition < 0:
+                raise AdapterError(f"half partition {request.half_partition} is negative")
+        except AdapterError as exc:
+            log.error("skipping unreadable check request: %s", exc)
+            self._commit(consumer, topic, partition, offset + 1)
+            return
+        tid = request.transaction_id
+        what = f"checker_callback (check {request.check_times})"
+        decision = decide(self._checker, what, tid, checked_message(request))
+        if decision is not TransactionDecision.UNKNOWN:
+            half_at = (request.half_partition, request.half_offset)
+            now = self._clock.now_ms()
+            end = end_transaction(request, decision, half_at, request.check_times, now)
+            answer = Outgoing(END, codec.encode(end), [], request.half_partition, None)
+            try:
+                self._sender.produce_and_ack(answer, ProducerException, f"answer to {tid}")
+            except ProducerException as exc:
+                # Not committed: read the request again and ask the callback again.
+                log.warning("%s; the check will be answered again", exc)
+                consumer.seek(TopicPartition(topic, partition, offset))
+                self._stopping.wait(_RETRY_ANSWER_S)
+                return
+        self._commit(consumer, topic, partition, offset + 1)
+
+    def _commit(self, consumer: Consumer, topic: str, partition: int, next_offset: int) -> None:
+        try:
+            consumer.commit(
+                offsets=[TopicPartition(topic, partition, next_offset)], asynchronous=False
+            )
+        except KafkaException as exc:
+            # At least once: the request comes back and is answered again (duplicates are
+            # dropped by the coordinator).
+            log.warning("producer %s: check offset not committed: %s", self._group, exc)

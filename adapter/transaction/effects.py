@@ -1,0 +1,168 @@
+"""What the coordinator writes to Kafka for each decision, inside the turn's transaction.
+
+Reproduces the broker's side effects in ``EndTransactionProcessor`` and
+``TransactionalMessageCheckService`` (reference sections 1.4 to 1.9):
+
+- COMMIT: the message restored to its real topic (``endMessageTransaction``) and an OP record
+  (RocketMQ's op message with tag ``d``);
+- ROLLBACK: only the OP record;
+- a check: a ``CheckRequest`` to the group's check topic and an OP record, so the check count
+  survives a crash (RocketMQ keeps it in the re-written half message);
+- a discard: the half message parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason, and an
+  OP record;
+- a record that cannot be read: parked in ``RMQ_SYS_POISON_TOPIC`` with the reason.
+
+Known gaps: a commit whose real topic no longer exists is discarded (parked with the reason,
+resumable) rather than retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError
+from confluent_kafka import Message as KafkaRecord
+from confluent_kafka.admin import AdminClient
+
+from adapter import naming
+from adapter import properties as prop
+from adapter.clock import Clock
+from adapter.exceptions import AdapterError
+from adapter.kafka.io import PartitionCounts
+from adapter.kafka.topics import ensure_single_queue_topic
+from adapter.kafka.worker import Transactor, parked_headers
+from adapter.transaction.envelope import check_request, committed_delivery
+from adapter.transaction.state import Action, Check, Commit, Discard, Pending, Rollback
+from adapter.wire import codec
+from adapter.wire.records import HalfMessage, OpKind, OpRecord
+
+log = logging.getLogger("adapter.transactions")
+
+OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
+DISCARDED = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
+POISON = naming.kafka_topic(naming.POISON_TOPIC)
+
+
+@dataclass(eq=False)
+class Effects:
+    """Produces the records of a turn's actions through the worker's :class:`Transactor`, and
+    notes how far each OP partition was written (known once the transaction commits)."""
+
+    tx: Transactor
+    topics: PartitionCounts
+    admin: Callable[[], AdminClient | None]
+    clock: Clock
+    op_written: dict[int, int] = field(default_factory=dict)
+    """Per HALF partition, the OP offset after the last OP record of this turn."""
+    _check_topics: set[str] = field(default_factory=set)
+
+    def begin(self) -> None:
+        self.op_written = {}
+        self.tx.begin()
+
+    def apply(self, partition: int, action: Action[bytes]) -> None:
+        now = self.clock.now_ms()
+        if isinstance(action, Commit):
+            half = codec.decode_as(HalfMessage, action.pending.payload, canonical=False)
+            delivery = committed_delivery(half, check_times=action.pending.check_times)
+            topic = naming.kafka_topic(delivery.topic)
+            count = self.topics.count(topic)
+            if not count:
+                self.discard(partition, action.pending, f"real topic {delivery.topic!r} is missing")
+                return
+            partition_kw = (
+                {"partition": delivery.queue_id} if 0 <= delivery.queue_id < count else {}
+            )
+            self.tx.produce(topic, delivery.value, headers=delivery.headers, **partition_kw)
+            self._op(partition, action.pending, OpKind.COMMIT, now)
+        elif isinstance(action, Rollback):
+            self._op(partition, action.pending, OpKind.ROLLBACK, now)
+        elif isinstance(action, Check):
+            pending = action.pending
+            half = codec.decode_as(HalfMessage, pending.payload, canonical=False)
+            request = check_request(
+                half,
+                half_partition=partition,
+                half_offset=pending.offset,
+                check_times=pending.check_times,
+                now_ms=now,
+            )
+            topic = self._check_topic(half.producer_group)
+            self.tx.produce(topic, codec.encode(request), key=half.transaction_id.encode())
+            self._op(partition, pending, OpKind.CHECK, now)
+        elif isinstance(action, Discard):
+            self.discard(partition, action.pending, action.reason)
+        # Refuse and Duplicate change nothing in Kafka; they are logged and counted.
+
+    def discard(self, partition: int, pending: Pending[bytes], why: str) -> None:
+        headers = [
+            ("reason", why.encode()),
+            (prop.UNIQ_KEY, pending.info.transaction_id.encode()),
+            (prop.PRODUCER_GROUP, pending.info.producer_group.encode()),
+            (prop.TRANSACTION_CHECK_TIMES, str(pending.check_times).encode()),
+            ("source.partition", str(partition).encode()),
+            ("source.offset", str(pending.offset).encode()),
+        ]
+        key = pending.info.transaction_id.encode()
+        self.tx.produce(DISCARDED, pending.payload, key=key, headers=headers)
+        self._op(partition, pending, OpKind.DISCARD, self.clock.now_ms(), why)
+        log.error(
+            "discarded transaction %s of group %s (half %d@%d): %s",
+            pending.info.transaction_id,
+            pending.info.producer_group,
+            partition,
+            pending.offset,
+            why,
+        )
+
+    def park(self, record: KafkaRecord, reason: str) -> None:
+        headers = parked_headers(
+            reason, record.topic() or "", record.partition() or 0, record.offset() or 0
+        )
+        self.tx.produce(POISON, record.value() or b"", headers=headers)
+        log.error(
+            "parked %s %d@%d in %s: %s",
+            record.topic(),
+            record.partition(),
+            record.offset(),
+            naming.POISON_TOPIC,
+            reason,
+        )
+
+    def _op(
+        self,
+        partition: int,
+        pending: Pending[bytes],
+        kind: OpKind,
+        now: int,
+        reason: str | None = None,
+    ) -> None:
+        record = OpRecord(
+            transaction_id=pending.info.transaction_id,
+            half_partition=partition,
+            half_offset=pending.offset,
+            kind=kind,
+            check_times=pending.check_times,
+            producer_group=pending.info.producer_group,
+            reason=reason,
+            timestamp=now,
+        )
+
+        def written(error: KafkaError | None, msg: KafkaRecord) -> None:
+            if error is None:
+                next_op = (msg.offset() or 0) + 1
+                self.op_written[partition] = max(self.op_written.get(partition, 0), next_op)
+
+        self.tx.produce(OP, codec.encode(record), partition=partition, on_delivery=written)
+
+    def _check_topic(self, group: str) -> str:
+        topic = naming.kafka_topic(naming.check_topic(group))
+        if topic not in self._check_topics:
+            admin = self.admin()
+            if admin is None:
+                raise AdapterError("the coordinator is not started")
+            ensure_single_queue_topic(admin, topic, self.tx.timeout_s)
+            self._check_topics.add(topic)
+        return topic

@@ -1,0 +1,163 @@
+"""``rmq-adapter broker`` and ``rmq-adapter topics init`` as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from adapter.ops import broker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
+
+CLI = [sys.executable, "-m", "adapter"]
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=150, env=env, check=False
+    )
+
+
+def test_topics_init_creates_the_layout_once_and_then_reports_it_unchanged(
+    kafka_bootstrap: str,
+) -> None:
+    first = run("topics", "init", "--bootstrap", kafka_bootstrap)
+    assert first.returncode == 0, first.stderr
+    second = run("topics", "init", "--bootstrap", kafka_bootstrap)
+    assert second.returncode == 0, second.stderr
+    assert "created" not in second.stdout
+    assert "ok       SCHEDULE_TOPIC_XXXX (18 partitions)" in second.stdout
+    assert "ok       RMQ_SYS_TRANS_HALF_TOPIC (8 partitions)" in second.stdout
+
+
+def test_topics_init_refuses_a_layout_that_breaks_the_rules_and_says_why(
+    kafka_bootstrap: str,
+) -> None:
+    assert run("topics", "init", "--bootstrap", kafka_bootstrap).returncode == 0
+    refused = run("topics", "init", "--bootstrap", kafka_bootstrap, "--half-partitions", "3")
+    assert refused.returncode == 1
+    assert "refusing to initialise the topics" in refused.stderr
+    assert "RMQ_SYS_TRANS_HALF_TOPIC has 8 partitions, expected 3" in refused.stderr
+    levels = run("topics", "init", "--bootstrap", kafka_bootstrap, "--delay-levels", "1s 5s")
+    assert levels.returncode == 1
+    assert "SCHEDULE_TOPIC_XXXX has 18 partitions, expected 2" in levels.stderr
+
+
+def test_a_bad_delay_level_string_is_a_clear_error(kafka_bootstrap: str) -> None:
+    bad = run("topics", "init", "--bootstrap", kafka_bootstrap, "--delay-levels", "1s 5x")
+    assert bad.returncode == 1
+    assert "messageDelayLevel entry 2 is '5x'" in bad.stderr
+
+
+def test_broker_start_refuses_a_taken_port(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = run("broker", "start", "--data-dir", str(tmp_path), "--port", str(port))
+    assert result.returncode == 1
+    assert f"port {port} on 127.0.0.1 is taken" in result.stderr
+
+
+def test_broker_start_says_so_when_java_is_missing(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "empty-bin"
+    bin_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(bin_dir)
+    assert shutil.which("java", path=env["PATH"]) is None
+    result = run(
+        "broker",
+        "start",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--port",
+        str(broker.free_port_pair()),
+        env=env,
+    )
+    assert result.returncode == 1
+    assert "Java is missing" in result.stderr
+
+
+def test_a_broker_starts_prints_its_address_and_stops_by_its_pid(tmp_path: Path) -> None:
+    port = broker.free_port_pair()
+    started = run("broker", "start", "--data-dir", str(tmp_path), "--port", str(port))
+    try:
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.strip() == f"127.0.0.1:{port}"
+        pid = broker.read_pid(tmp_path)
+        assert pid is not None
+        assert broker._alive(pid)
+        again = run("broker", "start", "--data-dir", str(tmp_path), "--port", str(port))
+        assert again.returncode == 1
+        assert "already runs" in again.stderr
+    finally:
+        stopped = run("broker", "stop", "--data-dir", str(tmp_path))
+    assert stopped.returncode == 0
+    assert "stopped the broker" in stopped.stdout
+    assert not broker._alive(pid)
+    assert broker._port_is_free(port)
+
+
+def test_status_shows_each_levels_backlog_and_the_dead_letters_of_each_group(
+    system_topics: str, make_producer, new_group
+) -> None:
+    from adapter import naming
+    from adapter.client import Message
+    from adapter.kafka import clients
+
+    producer = make_producer()
+    for i in range(3):
+        message = Message("StatusTopic")
+        message.set_body(f"waits two hours {i}")
+        message.set_delay_time_level(18)
+        producer.send_sync(message)
+    group = new_group()
+    raw = clients.producer({"bootstrap.servers": system_topics})
+    for i in range(2):
+        raw.produce(naming.kafka_topic(naming.dlq_topic(group)), f"dead {i}".encode())
+    assert raw.flush(10) == 0
+
+    shown = run("status", "--bootstrap", system_topics)
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines() if line.strip()}
+    assert rows["18"][1] == "2h"
+    assert int(rows["18"][2]) >= 3, "three messages wait on level 18"
+    assert rows["18"][3] == "in"
+    assert rows[group][1:] == ["0", "2"], "no retry backlog, two dead letters"
+
+
+def test_the_schedule_worker_serves_metrics_and_stops_cleanly_on_sigterm(
+    system_topics: str,
+) -> None:
+    import urllib.request
+
+    from tests.support import wait_until
+    from tests.workers import start_worker
+
+    port = broker.free_port_pair()
+    worker = start_worker(
+        "process",
+        *("adapter", "worker", "schedule", "--bootstrap", system_topics),
+        *("--metrics-port", str(port)),
+    )
+
+    def scrape() -> str | None:
+        """The metrics page, once it shows level 1's backlog."""
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as page:  # noqa: S310 - our own port
+            text = page.read().decode()
+        return text if 'rmq_schedule_backlog{level="1"}' in text else None
+
+    try:
+        worker.wait_for_output("assigned levels")
+        text = wait_until(scrape, timeout=30, what="the backlog gauge of level 1")
+    finally:
+        assert worker.terminate() == 0
+    assert 'rmq_schedule_backlog{level="18"}' in text
+    assert "rmq_schedule_lateness_seconds_bucket" in text

@@ -1,0 +1,163 @@
+"""A broker outage under load, as an operator sees it: `worker all` running, transactions being
+sent, the broker stopped for 20 s and started again. The same worker process heals; every
+committed message arrives once; the gauges stay true while Kafka is away; the logs stay quiet;
+and SIGTERM stops the worker even while Kafka is away."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from adapter.client import Message, TransactionMQProducer, TransactionStatus
+from adapter.delay import DelayLevels
+from adapter.exceptions import ProducerSendSyncFailed
+from adapter.ops import broker as local_broker
+from tests.brokers import Broker
+from tests.support import create_topic, init_system_topics, read_committed, unique, wait_until
+from tests.workers import ProcessWorker, start_worker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+
+OUTAGE_S = 20.0
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:  # noqa: S310
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def gauge(port: int, name: str) -> float:
+    _, text = get(port, "/metrics")
+    [line] = [line for line in text.splitlines() if line.startswith(name + " ")]
+    return float(line.split()[1])
+
+
+@pytest.fixture
+def worker_all(own_kafka: Broker) -> Iterator[tuple[ProcessWorker, int]]:
+    init_system_topics(own_kafka.bootstrap, DelayLevels.parse())
+    port = local_broker.free_port_pair()
+    worker = start_worker(
+        "process",
+        *("adapter", "worker", "all", "--bootstrap", own_kafka.bootstrap),
+        *("--metrics-port", str(port), "--worker-id", unique("outage")),
+        *("--transaction-timeout-ms", "2000", "--check-interval-ms", "2000", "--stop-timeout", "20"),
+    )
+    assert isinstance(worker, ProcessWorker)
+    wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=90, what="the workers ready")
+    yield worker, port
+    if worker.process.poll() is None:
+        worker.kill()
+
+
+def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worker(
+    own_kafka: Broker, worker_all: tuple[ProcessWorker, int]
+) -> None:
+    worker, port = worker_all
+    topic = create_topic(own_kafka.bootstrap, partitions=2)
+    committed: set[str] = set()
+    held = {f"held-{i}" for i in range(5)}
+    settle = threading.Event()
+
+    def checker(msg) -> TransactionStatus:  # type: ignore[no-untyped-def]
+        """The application's database: what it committed, and the held ones once settled."""
+        body = msg.body.decode()
+        if body in committed or (body in held and settle.is_set()):
+            return TransactionStatus.COMMIT
+        return TransactionStatus.UNKNOWN if body in held else TransactionStatus.ROLLBACK
+
+    producer = TransactionMQProducer(unique("PG"), checker)
+    producer.set_name_server_address(own_kafka.bootstrap)
+    producer.start()
+    stop_sending = threading.Event()
+    failed_sends = 0
+
+    def commit_locally(msg, _args) -> TransactionStatus:  # type: ignore[no-untyped-def]
+        committed.add(msg.body.decode())
+        return TransactionStatus.COMMIT
+
+    def send_five_a_second() -> None:
+        nonlocal failed_sends
+        n = 0
+        while not stop_sending.wait(0.2):
+            message = Message(topic)
+            message.set_body(f"tx-{n}")
+            n += 1
+            try:
+                producer.send_message_in_transaction(message, commit_locally)
+            except ProducerSendSyncFailed:
+                failed_sends += 1  # no half message: nothing was committed, nothing to deliver
+
+    try:
+        for body in sorted(held):
+            message = Message(topic)
+            message.set_body(body)
+            producer.send_message_in_transaction(message, lambda m, a: TransactionStatus.UNKNOWN)
+        wait_until(lambda: gauge(port, "rmq_transactions_pending") >= 5, timeout=60, what="pending")
+        sender = threading.Thread(target=send_five_a_second)
+        sender.start()
+        wait_until(lambda: len(committed) >= 20, timeout=60, what="traffic before the outage")
+
+        lines_before = len(worker.lines)
+        own_kafka.down()
+        went_down = time.monotonic()
+        ages, pending, ready = [], [], []
+        while time.monotonic() - went_down < OUTAGE_S:
+            pending.append(gauge(port, "rmq_transactions_pending"))
+            ages.append(gauge(port, "rmq_transactions_oldest_pending_age_seconds"))
+            ready.append(get(port, "/readyz")[0])
+            time.sleep(2)
+        own_kafka.up()
+        came_back = time.monotonic()
+        outage_lines = worker.lines[lines_before:]
+        print(f"\n[outage] broker down {came_back - went_down:.1f} s; {len(outage_lines)} log lines")
+        print(f"[outage] pending gauge {pending}; oldest age {ages}; /readyz {ready}")
+
+        assert min(pending) >= 5, "the held transactions stay counted while Kafka is away"
+        assert ages == sorted(ages) and ages[-1] > ages[0], "their age keeps growing"
+        assert 503 in ready, "not ready while Kafka is away"
+        assert len(outage_lines) < 40, "".join(outage_lines)
+
+        settle.set()
+        time.sleep(3)  # traffic after the broker's return
+        stop_sending.set()
+        sender.join(30)
+        expected = committed | held
+        records = read_committed(own_kafka.bootstrap, topic, len(expected), timeout=120)
+        print(
+            f"[outage] {len(expected)} committed ({failed_sends} sends refused while down); all "
+            f"visible {time.monotonic() - came_back:.1f} s after the broker's return"
+        )
+    finally:
+        stop_sending.set()
+        producer.shutdown()
+    counts = Counter(r.value().decode() for r in records)
+    assert set(counts) == expected, "nothing lost, nothing rolled back delivered"
+    assert [b for b, c in counts.items() if c > 1] == [], "nothing twice"
+    assert worker.process.poll() is None, "the same worker process healed"
+    logged = [json.loads(line) for line in worker.lines if line.startswith("{")]
+    assert any(own_kafka.bootstrap in entry["msg"] for entry in logged), "it named the address"
+    assert worker.terminate(timeout=60) == 0
+
+
+def test_sigterm_while_kafka_is_away_stops_the_worker_within_its_stop_timeout(
+    own_kafka: Broker, worker_all: tuple[ProcessWorker, int]
+) -> None:
+    worker, _ = worker_all
+    own_kafka.down()
+    try:
+        time.sleep(5)  # the workers are mid-turn against a broker that is gone
+        code = worker.terminate(timeout=20 + 15)  # --stop-timeout 20, then the process exits
+    finally:
+        own_kafka.up()
+    assert code in (0, 1), "stopped by the signal, cleanly or past its stop timeout"
+    assert not any("Traceback" in line for line in worker.lines)

@@ -1,0 +1,296 @@
+"""Delayed messages: the producer parks them on SCHEDULE_TOPIC_XXXX, the forwarder delivers them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from adapter import naming
+from adapter import properties as prop
+from adapter.client import Message
+from adapter.clock import ManualClock
+from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.delay import DelayLevels
+from adapter.kafka import clients
+from adapter.schedule.forwarder import ScheduleForwarder
+from tests.support import Recorder, read_committed, unique, wait_until
+from tests.workers import start_worker, worker_kinds
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+
+LEVELS = DelayLevels.parse()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def delayed(topic: str, body: str, level: int, **props: str) -> Message:
+    message = Message(topic)
+    message.set_body(body)
+    message.set_delay_time_level(level)
+    for key, value in props.items():
+        message.set_property(key, value)
+    return message
+
+
+def test_each_of_the_first_levels_delivers_never_before_its_delay(
+    start_forwarder, make_producer, make_consumer, new_topic, new_group
+) -> None:
+    topic = new_topic(partitions=2)
+    start_forwarder()
+    recorder = Recorder()
+    make_consumer(new_group(), topic, recorder)
+    producer = make_producer()
+
+    sent = {}
+    for level in (1, 2, 3):
+        message = delayed(topic, f"level-{level}", level, order="42")
+        message.set_tags("TagA")
+        message.set_keys("key-1")
+        before = now_ms()
+        result = producer.send_sync(message)
+        sent[f"level-{level}"] = (level, before, result.msg_id)
+
+    wait_until(lambda: len(recorder) >= 3, timeout=60, what="three delayed messages")
+    assert len(recorder) == 3
+    for received in recorder.messages:
+        level, sent_at, msg_id = sent[received.body.decode()]
+        assert received.store_timestamp - sent_at >= LEVELS.delay_ms(level), "not before due"
+        assert received.id == msg_id, "UNIQ_KEY is kept"
+        assert received.topic == topic
+        assert received.tags == b"TagA"
+        assert received.keys == b"key-1"
+        assert received.get_property("order") == b"42"
+        assert received.get_property(prop.DELAY) == b"", "DELAY is dropped on delivery"
+        assert received.get_property(prop.REAL_TOPIC) == topic.encode()
+        assert received.born_timestamp <= received.store_timestamp
+
+
+def test_messages_of_one_level_arrive_in_the_order_they_were_sent(
+    system_topics: str, start_forwarder, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    start_forwarder()
+    producer = make_producer()
+    bodies = [f"m{i:03d}" for i in range(200)]
+    for body in bodies:
+        producer.send_oneway(delayed(topic, body, 1))
+    assert producer.flush() == 0
+
+    records = read_committed(system_topics, topic, len(bodies))
+    assert [r.value().decode() for r in records] == bodies
+
+
+def test_many_messages_across_levels_all_arrive_exactly_once(
+    system_topics: str, start_forwarder, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=4)
+    forwarder = start_forwarder()
+    producer = make_producer()
+    bodies = [f"m{i}" for i in range(600)]
+    for i, body in enumerate(bodies):
+        producer.send_oneway(delayed(topic, body, 1 + i % 2))
+    assert producer.flush() == 0
+
+    records = read_committed(system_topics, topic, len(bodies))
+    assert Counter(r.value().decode() for r in records) == Counter(bodies)
+    forwarded = {
+        level: forwarder.registry.get_sample_value("rmq_schedule_forwarded_total", {"level": level})
+        for level in ("1", "2")
+    }
+    assert all(count is not None and count >= 300 for count in forwarded.values()), forwarded
+    lateness = forwarder.registry.get_sample_value("rmq_schedule_lateness_seconds_count")
+    assert lateness is not None
+    assert lateness >= 600
+
+
+def test_a_level_above_the_highest_is_clamped_to_it(
+    system_topics: str, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    producer = make_producer()
+    result = producer.send_sync(delayed(topic, "far future", 99))
+    schedule = naming.kafka_topic(naming.SCHEDULE_TOPIC)
+    consumer = clients.consumer({"bootstrap.servers": system_topics, "group.id": unique("peek")})
+    try:
+        consumer.assign([TopicPartition(schedule, LEVELS.max_level - 1, result.offset)])
+        record = wait_until(lambda: consumer.poll(0.5), timeout=30, what="the parked record")
+    finally:
+        consumer.close()
+    assert dict(record.headers())[prop.DELAY] == str(LEVELS.max_level).encode()
+    assert dict(record.headers())[prop.UNIQ_KEY] == result.msg_id.encode()
+
+
+def test_a_corrupt_record_in_schedule_is_parked_and_the_forwarder_keeps_going(
+    system_topics: str, start_forwarder, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    raw = clients.producer({"bootstrap.servers": system_topics})
+    schedule = naming.kafka_topic(naming.SCHEDULE_TOPIC)
+    corrupt: list = []
+    raw.produce(
+        schedule, b"\xc3\x01 not avro", partition=0, on_delivery=lambda e, m: corrupt.append(m)
+    )
+    assert raw.flush(10) == 0
+    producer = make_producer()
+    producer.send_sync(delayed(topic, "after the corrupt one", 1))
+
+    start_forwarder()
+    records = read_committed(system_topics, topic, 1)
+    assert [r.value() for r in records] == [b"after the corrupt one"]
+
+    offset = str(corrupt[0].offset()).encode()
+    parked = [
+        r
+        for r in read_committed(system_topics, naming.POISON_TOPIC, 1, timeout=30)
+        if dict(r.headers()).get("source.offset") == offset
+        and dict(r.headers()).get("source.partition") == b"0"
+    ]
+    assert len(parked) == 1
+    assert parked[0].value() == b"\xc3\x01 not avro", "the record is kept as it was"
+    assert dict(parked[0].headers())["reason"].startswith(b"corrupt")
+
+
+def test_two_forwarders_share_the_levels_and_one_takes_over_when_the_other_leaves(
+    system_topics: str, start_forwarder, make_producer, new_topic
+) -> None:
+    first, second = start_forwarder(), start_forwarder()
+    wait_until(
+        lambda: (
+            first._assigned
+            and second._assigned
+            and len(first._assigned | second._assigned) == LEVELS.max_level
+        ),
+        timeout=60,
+        what="both forwarders to own some levels",
+    )
+    assert not first._assigned & second._assigned, "a level has one owner"
+
+    first.stop()
+    wait_until(lambda: len(second._assigned) == LEVELS.max_level, timeout=60, what="the takeover")
+    topic = new_topic(partitions=2)
+    producer = make_producer()
+    bodies = [f"m{i}" for i in range(100)]
+    for i, body in enumerate(bodies):
+        producer.send_oneway(delayed(topic, body, 1 + i % 2))
+    assert producer.flush() == 0
+    records = read_committed(system_topics, topic, len(bodies))
+    assert Counter(r.value().decode() for r in records) == Counter(bodies)
+
+
+@pytest.mark.parametrize("kind", worker_kinds())
+def test_a_forwarder_killed_mid_burst_delivers_every_message_exactly_once(
+    kind: str, system_topics: str, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=2)
+    producer = make_producer()
+    bodies = [f"m{i}" for i in range(3000)]
+
+    def send_for_three_seconds() -> None:
+        for i, body in enumerate(bodies):
+            producer.send_oneway(delayed(topic, body, 1))
+            if i % 10 == 9:
+                time.sleep(0.01)
+        producer.flush()
+
+    def forwarder(worker_id: str):
+        worker = start_worker(
+            kind,
+            *("adapter", "worker", "schedule", "--bootstrap", system_topics),
+            *("--worker-id", worker_id),
+        )
+        worker.wait_for_output("schedule forwarder")
+        return worker
+
+    kafka_topic = naming.kafka_topic(topic)
+    watcher = clients.consumer({"bootstrap.servers": system_topics, "group.id": unique("w")})
+
+    def forwarded_so_far() -> int:
+        return sum(
+            watcher.get_watermark_offsets(TopicPartition(kafka_topic, p), timeout=5)[1]
+            for p in (0, 1)
+        )
+
+    first = forwarder(unique("killed"))
+    sender = threading.Thread(target=send_for_three_seconds)
+    sender.start()
+    try:
+        wait_until(lambda: forwarded_so_far() >= 300, timeout=60, what="forwarding under way")
+        assert sender.is_alive(), "the kill comes mid-burst"
+    finally:
+        first.kill()
+        sender.join(60)
+
+    # The successor has another id: the victim's open transaction ends by its timeout
+    # (10 s), and whatever the victim had not committed is forwarded again, once.
+    second = forwarder(unique("successor"))
+    try:
+        records = read_committed(system_topics, topic, len(bodies), timeout=120)
+    finally:
+        assert second.terminate() == 0, "the forwarder stops cleanly on SIGTERM"
+        watcher.close()
+    counts = Counter(r.value().decode() for r in records)
+    assert set(counts) == set(bodies), "no message lost"
+    assert [b for b, c in counts.items() if c > 1] == [], "no message twice"
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    """How many records the topic's partitions hold (committed or not)."""
+    kafka_topic = naming.kafka_topic(topic)
+    reader = clients.consumer({"bootstrap.servers": bootstrap, "group.id": unique("end")})
+    try:
+        partitions = reader.list_topics(kafka_topic, timeout=10).topics[kafka_topic].partitions
+        return sum(
+            reader.get_watermark_offsets(TopicPartition(kafka_topic, p), timeout=10)[1]
+            for p in partitions
+        )
+    finally:
+        reader.close()
+
+
+def test_on_an_injected_clock_a_delayed_message_moves_exactly_when_its_level_is_due(
+    system_topics, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    make_producer().send_sync(delayed(topic, "in five seconds", 2))
+    # Started after the broker stamped the record (a clock behind the broker's would make the
+    # record look further away than its level allows, and due at once: the clock-jump rule).
+    clock = ManualClock()
+    forwarder = ScheduleForwarder(
+        ForwarderConfig(KafkaSettings(system_topics), worker_id=unique("test"), max_wait_ms=100),
+        clock=clock,
+    )
+    try:
+        assert forwarder.drain() == 0
+        clock.advance(4_000)
+        assert forwarder.drain() == 0
+        assert end_offset(system_topics, topic) == 0, "not before its level's 5 s"
+        clock.advance(2_000)
+        forwarder.drain()
+        [record] = read_committed(system_topics, topic, 1)
+        assert record.value() == b"in five seconds"
+    finally:
+        forwarder.close()
+
+
+def test_a_forwarder_in_burst_mode_delivers_what_is_due_and_exits_zero(
+    system_topics, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    producer = make_producer()
+    for i in range(20):
+        producer.send_sync(delayed(topic, f"m{i}", 1))
+    time.sleep(1.0)  # level 1: due one second after the broker stored them
+    worker = start_worker(
+        "process",
+        *("adapter", "worker", "schedule", "--bootstrap", system_topics, "--burst"),
+    )
+    assert worker.wait(timeout=90) == 0
+    assert sorted(r.value() for r in read_committed(system_topics, topic, 20)) == sorted(
+        f"m{i}".encode() for i in range(20)
+    )

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from adapter import naming
+from adapter.delay import DelayLevels
+from adapter.exceptions import TopicLayoutError
+from adapter.kafka.topics import layout_problems, system_layout
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_the_layout_has_co_partitioned_transaction_topics_and_a_partition_per_level() -> None:
+    specs = {s.name: s for s in system_layout(6, DelayLevels.parse("1s 2s 3s"))}
+    assert {
+        specs[n].partitions
+        for n in (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)
+    } == {6}
+    assert specs[naming.SCHEDULE_TOPIC].partitions == 3
+    assert specs[naming.SCHEDULE_TOPIC].configs == {"message.timestamp.type": "LogAppendTime"}
+    assert specs[naming.TRANS_CHECK_MAX_TIME_TOPIC].partitions == 1
+
+
+def test_matching_existing_topics_raise_no_problem() -> None:
+    wanted = system_layout(8)
+    existing = {s.name: s.partitions for s in wanted}
+    configs = {naming.SCHEDULE_TOPIC: {"message.timestamp.type": "LogAppendTime"}}
+    assert layout_problems(wanted, existing, configs) == []
+
+
+def test_transaction_topics_that_are_not_co_partitioned_are_refused_with_the_reason() -> None:
+    problems = layout_problems(
+        system_layout(8),
+        {naming.TRANS_HALF_TOPIC: 8, naming.TRANS_END_TOPIC: 4},
+        {},
+    )
+    assert any("co-partitioned" in p for p in problems)
+
+
+def test_a_schedule_topic_without_one_partition_per_level_is_refused() -> None:
+    problems = layout_problems(system_layout(8), {naming.SCHEDULE_TOPIC: 10}, {})
+    assert problems == [
+        "SCHEDULE_TOPIC_XXXX has 10 partitions, expected 18 (one partition per delay level)"
+    ]
+
+
+def test_a_schedule_topic_stamped_with_create_time_is_refused() -> None:
+    problems = layout_problems(
+        system_layout(8),
+        {naming.SCHEDULE_TOPIC: 18},
+        {naming.SCHEDULE_TOPIC: {"message.timestamp.type": "CreateTime"}},
+    )
+    assert len(problems) == 1
+    assert "LogAppendTime" in problems[0]
+
+
+def test_zero_half_partitions_is_an_error() -> None:
+    with pytest.raises(TopicLayoutError):
+        system_layout(0)

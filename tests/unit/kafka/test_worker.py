@@ -1,0 +1,66 @@
+"""The exactly-once worker's parts that need no Kafka: the watchdog on blocking calls, and how a
+run of failed turns is logged (once per change, then a summary, then the recovery)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from adapter.clock import ManualClock
+from adapter.kafka.worker import FailureLog, Stuck, within
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_a_call_that_returns_in_time_gives_its_value() -> None:
+    assert within(1.0, "add", lambda: 1 + 1) == 2
+
+
+def test_a_call_that_raises_raises_in_the_caller() -> None:
+    def fail() -> None:
+        raise ValueError("inner")
+
+    with pytest.raises(ValueError, match="inner"):
+        within(1.0, "fail", fail)
+
+
+def test_a_call_that_overstays_its_deadline_is_abandoned_as_stuck() -> None:
+    forever = threading.Event()
+    with pytest.raises(Stuck, match="send_offsets_to_transaction did not return within 0.2 s"):
+        within(0.2, "send_offsets_to_transaction", lambda: forever.wait(30))
+    forever.set()
+
+
+def test_failed_turns_are_logged_once_per_change_then_summed_up_then_the_recovery(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock()
+    log = logging.getLogger("test.failures")
+    failures = FailureLog(log, clock, summary_s=30)
+    caplog.set_level(logging.INFO, logger="test.failures")
+    for _ in range(40):  # 40 s of a broker away, a turn a second
+        failures.failed("coordinator turn", ConnectionError("Connect to 127.0.0.1:9 refused"))
+        clock.advance(1000)
+    failures.succeeded("coordinator turn")
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert messages[0].startswith("coordinator turn failed: Connect to 127.0.0.1:9 refused")
+    assert messages[1].startswith("coordinator turn still failing after 30 s (31 failed turns)")
+    assert messages[2] == "coordinator turn works again after 40 s (40 failed turns)"
+
+
+def test_a_different_failure_is_logged_when_it_starts() -> None:
+    clock = ManualClock()
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("test.failures.kinds")
+    log.addHandler(handler)
+    failures = FailureLog(log, clock)
+    failures.failed("turn", TimeoutError("timed out"))
+    failures.failed("turn", TimeoutError("timed out"))
+    failures.failed("turn", PermissionError("denied"))
+    assert len(records) == 2
+    assert "denied" in records[1]

@@ -1,0 +1,98 @@
+"""The package's architecture, enforced: which part may import which, and public APIs only.
+
+Layers, lowest first: the core modules (``adapter/*.py``), ``wire`` (records and codec),
+``kafka`` (shared plumbing), then the parts (``schedule``, ``producer``, ``consumer``,
+``transaction``), then ``ops``. A module imports only from its own part and lower layers;
+the pure envelopes of ``schedule`` are the one shared piece the producers and consumers use.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import adapter
+
+pytestmark = pytest.mark.timeout(30)
+
+PACKAGE = Path(adapter.__file__).parent
+FACADES = {"adapter.client", "adapter.__main__"}
+ALLOWED: dict[str, set[str]] = {
+    "core": {"core"},
+    "wire": {"core", "wire"},
+    "kafka": {"core", "wire", "kafka"},
+    "schedule": {"core", "wire", "kafka", "schedule"},
+    "producer": {"core", "wire", "kafka", "producer", "schedule.envelope"},
+    "consumer": {"core", "wire", "kafka", "consumer", "schedule.envelope"},
+    "transaction": {"core", "wire", "kafka", "transaction", "producer"},
+    "ops": {"core", "wire", "kafka", "schedule", "producer", "consumer", "transaction", "ops"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    """The part a module (or a name imported from the package) belongs to."""
+    parts = module.split(".")
+    if len(parts) > 1 and (PACKAGE / parts[1]).is_dir():
+        return parts[1]
+    return "core"
+
+
+def imported(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            if node.module == "adapter":
+                names.update(f"adapter.{alias.name}" for alias in node.names)
+    return names
+
+
+MODULES = {module_name(p): ast.parse(p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+@pytest.mark.parametrize("module", sorted(set(MODULES) - FACADES - {"adapter"}))
+def test_a_module_imports_only_from_its_own_part_and_the_layers_below(module: str) -> None:
+    allowed = ALLOWED[layer_of(module)]
+    wrong = []
+    for name in imported(MODULES[module]):
+        if not name.startswith("adapter.") or name in FACADES:
+            continue
+        layer = layer_of(name)
+        shared = ".".join(name.split(".")[1:3])
+        if layer not in allowed and shared not in allowed:
+            wrong.append(name)
+    assert not wrong, f"{module} ({layer_of(module)}) imports {wrong}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_confluent_kafka_is_used_through_its_public_modules_only(module: str) -> None:
+    private = [
+        name
+        for name in imported(MODULES[module])
+        if name.startswith("confluent_kafka")
+        and any(p.startswith("_") or p == "cimpl" for p in name.split("."))
+    ]
+    assert not private, f"{module} imports {private}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_opens_with_a_docstring(module: str) -> None:
+    assert ast.get_docstring(MODULES[module]), f"{module} has no docstring"
+
+
+def test_no_module_grows_past_about_four_hundred_lines() -> None:
+    long = {
+        module_name(p): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 450
+    }
+    assert not long, long
