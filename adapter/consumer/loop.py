@@ -42,6 +42,7 @@ from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscript
 from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients
+from adapter.logs import RepeatLimiter, shape
 from adapter.message import ReceivedMessage
 from adapter.tags import TagFilter
 
@@ -71,7 +72,7 @@ class ConsumeLoop:
         self._config = config
         self._subs = subscriptions
         self._clock = clock
-        self._client = clients.consumer(config.librdkafka())
+        self._client = clients.consumer(config.librdkafka(), announce=True)
         self._pool = ThreadPoolExecutor(
             max_workers=config.thread_count, thread_name_prefix=f"consume-{config.group}"
         )
@@ -93,6 +94,7 @@ class ConsumeLoop:
         )
         self._stats = stats
         self._last_commit = clock.monotonic()
+        self._errors = RepeatLimiter(30.0, clock.monotonic)
 
     def start(self) -> None:
         try:
@@ -252,12 +254,20 @@ class ConsumeLoop:
             self._dispatcher.submit(lane, messages)
 
     def _on_record_error(self, error: KafkaError) -> None:
+        """A consumer error event: logged once per kind, then once every 30 s with a count (a
+        broker that is away repeats its errors every few hundred milliseconds)."""
         if error.code() == KafkaError._PARTITION_EOF:
             return
-        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            log.warning("consumer %s: %s (waiting for the topic)", self._config.group, error.str())
+        held = self._errors.admit(shape(error.str()))
+        if held is None:
             return
-        log.error("consumer %s: %s", self._config.group, error.str())
+        more = f" ({held} more like it in the last 30 s)" if held else ""
+        if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            log.warning(
+                "consumer %s: %s (waiting for the topic)%s", self._config.group, error.str(), more
+            )
+        else:
+            log.error("consumer %s: %s%s", self._config.group, error.str(), more)
 
     def _apply_backpressure(self) -> None:
         limit = self._config.max_in_flight_per_queue

@@ -75,7 +75,7 @@ class SendBack:
             producer.flush(self._timeout_s())
 
     def _ensure(self, kafka_topic: str) -> None:
-        admin = clients.admin(self._config.kafka.librdkafka({}))
+        admin = clients.admin(self._config.kafka.librdkafka({}), announce=True)
         ensure_single_queue_topic(admin, kafka_topic, self._timeout_s())
 
     def _send_retry(self, producer: Producer, message: ReceivedMessage) -> None:
@@ -130,7 +130,7 @@ class SendBack:
     def _client(self) -> Producer:
         with self._lock:
             if self._producer is None:
-                self._producer = clients.producer(self._config.send_back_producer())
+                self._producer = clients.producer(self._config.send_back_producer(), announce=True)
             return self._producer
 
     def _timeout_s(self) -> float:

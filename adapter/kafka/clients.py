@@ -3,7 +3,8 @@
 Not a RocketMQ behaviour. librdkafka writes its own log lines (``%3|...|FAIL|...``) straight to
 standard error unless a client has a ``logger``; each client made here has one, which turns
 those lines into Python log records (``adapter.librdkafka``, JSON in the workers) at the level
-the user set, holds back repeats per client and per line (:class:`adapter.logs.RepeatLimiter`),
+the user set, holds back repeats of a line (:class:`adapter.logs.RepeatLimiter`, one for the
+process, so that clients failing alike make one line),
 and remembers the last error, so that a failed call can say why (:func:`reach`).
 
 Known gaps: librdkafka's lines are served by ``poll()``; a client that is never polled (an
@@ -13,6 +14,7 @@ admin client between calls) drops them instead of printing them.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,16 +27,31 @@ from adapter.logs import RepeatLimiter, shape
 LOG = logging.getLogger("adapter.librdkafka")
 REPEAT_WINDOW_S = 30.0
 
+# librdkafka backs off up to 10 s between reconnection attempts; after a broker restart that
+# would leave a client idle for up to 10 s more. 1 s keeps recovery prompt at little cost.
+_RECONNECT = {"reconnect.backoff.ms": 100, "reconnect.backoff.max.ms": 1000}
+
 # Python level -> librdkafka's syslog level, so librdkafka does not even format what is dropped.
 _SYSLOG = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3}
 
 
+REPEATS = RepeatLimiter(REPEAT_WINDOW_S)
+"""One for the process, as its log stream is one: the producer, consumer and admin client of a
+worker that all fail to connect make one line, not three."""
+
+
 class LibrdkafkaLog:
     """The ``logger`` of one client. confluent-kafka calls ``log(level, "%s [%s] %s", facility,
-    client name, text)`` from ``poll()``."""
+    client name, text)`` from ``poll()``.
 
-    def __init__(self, window_s: float = REPEAT_WINDOW_S) -> None:
-        self._limiter = RepeatLimiter(window_s)
+    librdkafka's informational lines (connections opened and closed) are DEBUG. Its warnings and
+    errors are shown (``announce``) for the clients of an application, whose only sign of
+    trouble they are; the workers and the commands report trouble themselves (once per change,
+    with the cause, which :attr:`last_error` keeps), so for them these lines are DEBUG too."""
+
+    def __init__(self, *, announce: bool = False, limiter: RepeatLimiter = REPEATS) -> None:
+        self._announce = announce
+        self._limiter = limiter
         self.last_error: str | None = None
 
     def log(self, level: int, fmt: str, *args: Any) -> None:
@@ -44,9 +61,11 @@ class LibrdkafkaLog:
             facility, client, text = "", "", fmt % args if args else fmt
         if level >= logging.ERROR:
             self.last_error = text
+        if level < logging.WARNING or not self._announce:
+            level = logging.DEBUG
         if not LOG.isEnabledFor(level):
             return
-        held = self._limiter.admit((facility, shape(text)))
+        held = self._limiter.admit((facility, shape(_without_place(text))))
         if held is None:
             return
         if held:
@@ -54,22 +73,37 @@ class LibrdkafkaLog:
         LOG.log(level, "%s", text, extra={"client": client, "facility": facility})
 
 
+_PLACE = re.compile(r"^\[thrd:[^\]]*\]: (\S+: )?|\s*\(after .*$")
+
+
+def _without_place(text: str) -> str:
+    """A librdkafka line without its thread, broker and trailing note: the failures of one
+    kind at several brokers or connections read as one."""
+    return _PLACE.sub("", text)
+
+
 def _conf(conf: Mapping[str, Any], log: LibrdkafkaLog) -> dict[str, Any]:
     level = LOG.getEffectiveLevel()
     syslog = next((v for k, v in sorted(_SYSLOG.items()) if level <= k), 2)
-    return {"log_level": syslog, **conf, "logger": log}
+    return {"log_level": syslog, **_RECONNECT, **conf, "logger": log}
 
 
-def producer(conf: Mapping[str, Any], log: LibrdkafkaLog | None = None) -> Producer:
-    return Producer(_conf(conf, log or LibrdkafkaLog()))
+def producer(
+    conf: Mapping[str, Any], log: LibrdkafkaLog | None = None, *, announce: bool = False
+) -> Producer:
+    return Producer(_conf(conf, log or LibrdkafkaLog(announce=announce)))
 
 
-def consumer(conf: Mapping[str, Any], log: LibrdkafkaLog | None = None) -> Consumer:
-    return Consumer(_conf(conf, log or LibrdkafkaLog()))
+def consumer(
+    conf: Mapping[str, Any], log: LibrdkafkaLog | None = None, *, announce: bool = False
+) -> Consumer:
+    return Consumer(_conf(conf, log or LibrdkafkaLog(announce=announce)))
 
 
-def admin(conf: Mapping[str, Any], log: LibrdkafkaLog | None = None) -> AdminClient:
-    return AdminClient(_conf(conf, log or LibrdkafkaLog()))
+def admin(
+    conf: Mapping[str, Any], log: LibrdkafkaLog | None = None, *, announce: bool = False
+) -> AdminClient:
+    return AdminClient(_conf(conf, log or LibrdkafkaLog(announce=announce)))
 
 
 def reach(conf: Mapping[str, Any], timeout_s: float) -> ClusterMetadata:

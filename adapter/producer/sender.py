@@ -97,7 +97,7 @@ class Sender:
         conf = config.librdkafka()
         conf.update(settings or {})
         conf.update(config.kafka.extra)  # the user's settings win
-        self.client = clients.producer(conf)
+        self.client = clients.producer(conf, announce=True)
         self.timeout_s = config.send_timeout_ms / 1000
         self.topics = io.PartitionCounts(self.client.list_topics, timeout_s=self.timeout_s)
         self.oneway_failures = 0

@@ -39,7 +39,7 @@ from adapter.config import CheckPolicy, KafkaSettings
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients, io
 from adapter.kafka.topics import existing_half_partitions
-from adapter.kafka.worker import Transactor
+from adapter.kafka.transactor import Transactor
 from adapter.transaction.state import PartitionState, half_info
 from adapter.wire import codec
 from adapter.wire.records import HalfMessage, OpRecord
@@ -231,8 +231,13 @@ def resume(
         ]
         tx.produce(DISCARDED, b"", key=transaction_id.encode(), headers=marker)
         tx.commit()
-    except KafkaException as exc:
-        error = exc.args[0]
+    except (KafkaException, SystemError) as exc:
+        # confluent-kafka raises a fenced producer's error out of flush() as a SystemError
+        # whose cause is the KafkaException.
+        kafka_exc = exc if isinstance(exc, KafkaException) else exc.__cause__
+        if not isinstance(kafka_exc, KafkaException):
+            raise
+        error = kafka_exc.args[0]
         if error.fatal() or error.txn_requires_abort():
             raise AdapterError(
                 f"another resume of {transaction_id} took over ({error.str()}); "

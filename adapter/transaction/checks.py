@@ -59,9 +59,9 @@ class CheckResponder:
         """Create the group's check topic if needed and join its consumer group."""
         config = self._sender.config
         check_topic = naming.kafka_topic(naming.check_topic(config.group))
-        admin = clients.admin(config.kafka.librdkafka({}))
+        admin = clients.admin(config.kafka.librdkafka({}), announce=True)
         ensure_single_queue_topic(admin, check_topic, self._sender.timeout_s)
-        consumer = clients.consumer(config.check_consumer(check_topic))
+        consumer = clients.consumer(config.check_consumer(check_topic), announce=True)
         consumer.subscribe([check_topic])
         self._consumer = consumer
         self._thread = threading.Thread(

@@ -32,7 +32,8 @@ from adapter.clock import Clock
 from adapter.exceptions import AdapterError
 from adapter.kafka.io import PartitionCounts
 from adapter.kafka.topics import ensure_single_queue_topic
-from adapter.kafka.worker import Transactor, parked_headers
+from adapter.kafka.transactor import Transactor
+from adapter.kafka.worker import parked_headers
 from adapter.transaction.envelope import check_request, committed_delivery
 from adapter.transaction.state import Action, Check, Commit, Discard, Pending, Rollback
 from adapter.wire import codec

@@ -6,6 +6,7 @@ and SIGTERM stops the worker even while Kafka is away."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -25,7 +26,7 @@ from tests.workers import ProcessWorker, start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
-OUTAGE_S = 20.0
+OUTAGE_S = float(os.environ.get("RMQ_TEST_OUTAGE_S", "20"))  # 40 for the README figure
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -34,6 +35,8 @@ def get(port: int, path: str) -> tuple[int, str]:
             return reply.status, reply.read().decode()
     except urllib.error.HTTPError as refused:
         return refused.code, refused.read().decode()
+    except (urllib.error.URLError, ConnectionError):
+        return 0, ""  # not listening yet
 
 
 def gauge(port: int, name: str) -> float:
@@ -50,10 +53,18 @@ def worker_all(own_kafka: Broker) -> Iterator[tuple[ProcessWorker, int]]:
         "process",
         *("adapter", "worker", "all", "--bootstrap", own_kafka.bootstrap),
         *("--metrics-port", str(port), "--worker-id", unique("outage")),
-        *("--transaction-timeout-ms", "2000", "--check-interval-ms", "2000", "--stop-timeout", "20"),
+        *(
+            "--transaction-timeout-ms",
+            "2000",
+            "--check-interval-ms",
+            "2000",
+            "--stop-timeout",
+            "20",
+        ),
     )
     assert isinstance(worker, ProcessWorker)
     wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=90, what="the workers ready")
+    assert get(port, "/healthz") == (200, "ok\n")
     yield worker, port
     if worker.process.poll() is None:
         worker.kill()
@@ -119,13 +130,18 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
         own_kafka.up()
         came_back = time.monotonic()
         outage_lines = worker.lines[lines_before:]
-        print(f"\n[outage] broker down {came_back - went_down:.1f} s; {len(outage_lines)} log lines")
+        print(
+            f"\n[outage] broker down {came_back - went_down:.1f} s; {len(outage_lines)} log lines"
+        )
         print(f"[outage] pending gauge {pending}; oldest age {ages}; /readyz {ready}")
+        for line in outage_lines:
+            print("[outage log]", line.strip()[:300])
 
         assert min(pending) >= 5, "the held transactions stay counted while Kafka is away"
-        assert ages == sorted(ages) and ages[-1] > ages[0], "their age keeps growing"
+        assert ages == sorted(ages), "their age keeps growing"
+        assert ages[-1] > ages[0]
         assert 503 in ready, "not ready while Kafka is away"
-        assert len(outage_lines) < 40, "".join(outage_lines)
+        assert len(outage_lines) <= 8, "".join(outage_lines)
 
         settle.set()
         time.sleep(3)  # traffic after the broker's return
@@ -133,14 +149,21 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
         sender.join(30)
         expected = committed | held
         records = read_committed(own_kafka.bootstrap, topic, len(expected), timeout=120)
+        settled = time.monotonic() - came_back - 2.0  # read_committed waits 2 s for extras
         print(
             f"[outage] {len(expected)} committed ({failed_sends} sends refused while down); all "
-            f"visible {time.monotonic() - came_back:.1f} s after the broker's return"
+            f"visible {settled:.1f} s after the broker's return"
         )
     finally:
         stop_sending.set()
         producer.shutdown()
     counts = Counter(r.value().decode() for r in records)
+    if set(counts) != expected:
+        for line in worker.lines[lines_before:]:
+            print("[after]", line.strip()[:400])
+        print(
+            "[missing]", sorted(expected - set(counts)), "[extra]", sorted(set(counts) - expected)
+        )
     assert set(counts) == expected, "nothing lost, nothing rolled back delivered"
     assert [b for b, c in counts.items() if c > 1] == [], "nothing twice"
     assert worker.process.poll() is None, "the same worker process healed"

@@ -571,9 +571,11 @@ def test_a_second_resume_is_refused_and_the_message_arrives_once(
     [row] = discarded_rows(system_topics, tid)
     assert row.resumed_at_ms is not None
     assert row.resumed_as is not None
-    listed = CliRunner().invoke(
-        cli, ["transactions", "list", "--discarded", "--bootstrap", system_topics]
-    ).output
+    listed = (
+        CliRunner()
+        .invoke(cli, ["transactions", "list", "--discarded", "--bootstrap", system_topics])
+        .output
+    )
     [line] = [line for line in listed.splitlines() if tid in line]
     assert " ago " in line, "the list says when it was resumed"
 

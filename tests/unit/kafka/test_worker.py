@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from adapter.clock import ManualClock
-from adapter.kafka.worker import FailureLog, Stuck, within
+from adapter.kafka.transactor import Stuck, within
+from adapter.kafka.worker import FailureLog
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -47,20 +48,23 @@ def test_failed_turns_are_logged_once_per_change_then_summed_up_then_the_recover
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 3
     assert messages[0].startswith("coordinator turn failed: Connect to 127.0.0.1:9 refused")
-    assert messages[1].startswith("coordinator turn still failing after 30 s (31 failed turns)")
+    assert messages[1].startswith(
+        "coordinator turn still failing after 30 s (31 failed turns), now:"
+    )
     assert messages[2] == "coordinator turn works again after 40 s (40 failed turns)"
 
 
-def test_a_different_failure_is_logged_when_it_starts() -> None:
+def test_another_cause_during_the_same_outage_waits_for_the_summary() -> None:
     clock = ManualClock()
     records: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
     log = logging.getLogger("test.failures.kinds")
     log.addHandler(handler)
-    failures = FailureLog(log, clock)
+    failures = FailureLog(log, clock, summary_s=30)
     failures.failed("turn", TimeoutError("timed out"))
-    failures.failed("turn", TimeoutError("timed out"))
-    failures.failed("turn", PermissionError("denied"))
-    assert len(records) == 2
-    assert "denied" in records[1]
+    failures.failed("turn", PermissionError("not coordinator"))
+    assert len(records) == 1
+    clock.advance(30_000)
+    failures.failed("turn", PermissionError("not coordinator"))
+    assert records[-1].endswith("now: not coordinator")

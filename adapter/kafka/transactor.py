@@ -1,0 +1,240 @@
+"""A worker's transactional producer, kept alive: every blocking call under a watchdog, and a
+new producer whenever the old one cannot go on.
+
+Not a RocketMQ behaviour: RocketMQ's broker writes its own commit log. The adapter's workers
+commit each turn as one Kafka transaction through a :class:`Transactor`, composed into them.
+Every blocking librdkafka call runs under :func:`within`, with a deadline that holds even when
+librdkafka overstays its own timeout (seen: ``send_offsets_to_transaction`` stuck for good after
+a broker restart). A producer that overstays, times out, or is fenced is dropped; the next turn
+starts a new one with the same transactional id, whose ``init_transactions`` fences the old one
+and aborts its transaction on the broker.
+
+Known gaps: a call abandoned by the watchdog keeps its thread until librdkafka returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import tenacity
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from adapter.clock import SYSTEM_CLOCK
+from adapter.exceptions import AdapterError
+from adapter.kafka import clients, io
+
+T = TypeVar("T")
+
+WATCHDOG_GRACE_S = 5.0
+"""How long past its own timeout a librdkafka call may take before it counts as stuck."""
+FENCED_AGAIN_S = 60.0
+"""A second fatal producer error within this long stops the worker (its id is taken)."""
+
+
+class Fenced(AdapterError):
+    """Another worker took over this worker's transactional id, or Kafka refuses it for good."""
+
+    kind = "fenced"
+
+
+class Stuck(AdapterError):
+    """A librdkafka call did not return within its deadline; its producer is abandoned."""
+
+    kind = "stuck"
+
+
+def within(deadline_s: float, what: str, call: Callable[[], T]) -> T:
+    """``call()`` on a helper thread; :class:`Stuck` if it has not returned in ``deadline_s``."""
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append((False, exc))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"watchdog:{what}", daemon=True).start()
+    if not done.wait(deadline_s):
+        raise Stuck(f"{what} did not return within {deadline_s:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+def _dispose(producer: Producer) -> None:
+    producer.purge()
+    producer.flush(0)
+
+
+def _retriable(exc: BaseException) -> bool:
+    if not isinstance(exc, KafkaException):
+        return False
+    error: KafkaError = exc.args[0]
+    return error.retriable() and not error.txn_requires_abort()
+
+
+@dataclass(eq=False)
+class Transactor:
+    """A worker's transactional producer, by composition: begin, produce, commit with the
+    consumed positions, abort; a new producer whenever the old one cannot go on."""
+
+    settings: Callable[[], dict[str, Any]]
+    """The producer's librdkafka settings (``transactional.id`` included)."""
+    timeout_s: float
+    log: logging.Logger
+    stopping: threading.Event
+    in_transaction: bool = False
+    _producer: Producer | None = None
+    _last_fatal: float | None = None
+
+    @property
+    def producer(self) -> Producer:
+        """The current producer, initialised (fencing earlier instances of this worker id)."""
+        if self._producer is None:
+            self._producer = self._new_producer()
+        return self._producer
+
+    def _new_producer(self) -> Producer:
+        conf = self.settings()
+        log = clients.LibrdkafkaLog()
+        producer = clients.producer(conf, log)
+
+        def init() -> None:
+            if self.stopping.is_set():
+                raise AdapterError("stopped while initialising transactions")
+            self.call("init_transactions", lambda: producer.init_transactions(5.0), 5.0)
+
+        try:
+            tenacity.Retrying(
+                retry=tenacity.retry_if_exception(_retriable),
+                wait=tenacity.wait_exponential(multiplier=0.2, max=2.0),
+                stop=tenacity.stop_after_delay(self.timeout_s),
+                reraise=True,
+            )(init)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            self._on_fatal(error)
+            if not error.retriable():
+                raise
+            producer.poll(0)  # serve the log lines that say why
+            raise clients.unavailable(conf, log.last_error or error.str(), self.timeout_s) from exc
+        return producer
+
+    def call(self, what: str, operation: Callable[[], T], timeout_s: float | None = None) -> T:
+        """``operation()`` under the watchdog: its own timeout plus a grace period."""
+        return within((timeout_s or self.timeout_s) + WATCHDOG_GRACE_S, what, operation)
+
+    def _retrying(self, what: str, operation: Callable[[], None]) -> None:
+        """Run a transactional call again while it fails with a retriable error (a coordinator
+        loading or moving), as librdkafka asks; up to the transaction timeout."""
+        try:
+            io.keep_trying(
+                lambda: self.call(what, operation),
+                when=_retriable,
+                every_s=0.1,
+                for_s=self.timeout_s,
+            )
+        except KafkaException as exc:
+            self._on_fatal(exc.args[0])
+            raise
+
+    def begin(self) -> Producer:
+        producer = self.producer
+        producer.begin_transaction()
+        self.in_transaction = True
+        return producer
+
+    def produce(self, topic: str, value: bytes | None, **kwargs: Any) -> None:
+        io.produce(self.producer, topic, value, timeout_s=self.timeout_s, **kwargs)
+
+    def commit(
+        self, positions: list[TopicPartition] | None = None, consumer: Consumer | None = None
+    ) -> None:
+        """Commit the open transaction, with the consumer's ``positions`` in it if given."""
+        producer, timeout = self.producer, self.timeout_s
+        if positions and consumer is not None:
+            metadata = consumer.consumer_group_metadata()
+            self._retrying(
+                "send_offsets_to_transaction",
+                lambda: producer.send_offsets_to_transaction(positions, metadata, timeout),
+            )
+        self._retrying("commit_transaction", lambda: producer.commit_transaction(timeout))
+        self.in_transaction = False
+
+    def fail(self, cause: BaseException) -> None:
+        """The open transaction cannot be committed. A refused record (an abortable error)
+        aborts it and the producer goes on; a fatal error, a stuck call or a timeout (Kafka
+        away) drops the producer: the next turn's ``init_transactions`` aborts the transaction
+        on the broker, and a producer that went through an outage is not trusted again (one
+        was seen to wedge in ``send_offsets_to_transaction`` after a broker restart)."""
+        if isinstance(cause, KafkaException):
+            error: KafkaError = cause.args[0]
+            if error.fatal():
+                if self._producer is not None:  # not counted yet where it was raised
+                    self._on_fatal(error)
+                return
+            if not error.txn_requires_abort():
+                self.log.info("dropping the producer after %s", error.str())
+                self.drop()
+                return
+        if isinstance(cause, Stuck):
+            self.log.warning("%s; a new producer will take over", cause)
+            self.drop()
+        else:
+            self.abort()
+
+    def abort(self) -> None:
+        """Abort the open transaction; when the abort fails, drop the producer (the next one
+        fences it, which aborts the transaction on the broker)."""
+        if not self.in_transaction:
+            return
+        self.in_transaction = False
+        producer, timeout = self._producer, self.timeout_s
+        if producer is None:
+            return
+        try:
+            self._retrying("abort_transaction", lambda: producer.abort_transaction(timeout))
+        except (KafkaException, Stuck) as exc:
+            self.log.warning("abort failed (%s); a new producer will take over", exc)
+            self.drop()
+
+    def drop(self) -> None:
+        """Forget the producer without waiting on it (it may be stuck); the next turn starts a
+        new one. Its queue is purged and its destruction happens on a thread of its own."""
+        producer, self._producer = self._producer, None
+        self.in_transaction = False
+        if producer is not None:
+            threading.Thread(target=_dispose, args=(producer,), name="dispose", daemon=True).start()
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                self.call("flush", lambda: producer.flush(5), 5)
+            except Stuck as exc:
+                self.log.warning("producer not closed cleanly: %s", exc)
+
+    def _on_fatal(self, error: KafkaError | None) -> None:
+        """A fatal producer error (fenced: a newer producer with this transactional id, or the
+        broker ended our transaction for good): start a new producer. A second one within a
+        minute means another live worker holds this id: :class:`Fenced`."""
+        if error is None or not error.fatal():
+            return
+        self.drop()
+        now = SYSTEM_CLOCK.monotonic()
+        if self._last_fatal is not None and now - self._last_fatal < FENCED_AGAIN_S:
+            raise Fenced(
+                f"this worker can no longer commit ({error.str()}), twice within "
+                f"{FENCED_AGAIN_S:.0f} s: another live worker has the same worker id, or Kafka "
+                "refuses this transactional id"
+            )
+        self._last_fatal = now
+        self.log.warning("producer fenced (%s); a new producer takes over", error.str())
