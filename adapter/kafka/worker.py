@@ -153,6 +153,7 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         """Work until ``stop()`` (or, with ``burst``, until a turn moves nothing and the worker
         is idle). A failed turn is retried a second later; :class:`Fenced` ends the run."""
         self._stopped.clear()
+        self.last_turn_at = self.clock.monotonic()  # alive from the start; turns refresh it
         try:
             while not self._stopping.is_set():
                 try:
