@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -137,13 +138,27 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+def _ephemeral_ports() -> range:
+    """The range the kernel picks client ports from (Linux; a common default elsewhere)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
 def free_port_pair() -> int:
-    """A free port N on 127.0.0.1 whose neighbour N+1 (the controller port) is free too."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port < 65535 and _port_is_free(port + 1):
+    """A free port N on 127.0.0.1 whose neighbour N+1 (the controller port) is free too,
+    outside the kernel's range of client ports: while a broker is down, its clients keep
+    connecting to its port, and a client port that happens to equal it (TCP's self-connect)
+    would hold the port when the broker comes back."""
+    ephemeral = _ephemeral_ports()
+    candidates = [
+        p for p in range(20000, 32000, 2) if p not in ephemeral and p + 1 not in ephemeral
+    ]
+    random.shuffle(candidates)
+    for port in candidates[:200]:
+        if _port_is_free(port) and _port_is_free(port + 1):
             return port
     raise BrokerError("no free pair of ports on 127.0.0.1")
 
