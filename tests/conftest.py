@@ -22,6 +22,14 @@ from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.transaction.coordinator import TransactionCoordinator
 from tests.brokers import Broker, start_broker
 from tests.support import announce, init_system_topics, running_workers, unique
+from tests.workers import kill_leftovers
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_worker_left_behind() -> Iterator[None]:
+    """Worker processes a failed test did not stop are killed when the session ends."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture(scope="session")

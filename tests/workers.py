@@ -37,6 +37,16 @@ def worker_kinds() -> list[str]:
     return ["process", "container"] if chosen_path() == "testcontainers" else ["process"]
 
 
+STARTED: list[ProcessWorker] = []
+"""Every worker process the suite started; the session kills those still alive at its end."""
+
+
+def kill_leftovers() -> None:
+    for worker in STARTED:
+        if worker.process.poll() is None:
+            worker.kill()
+
+
 class ProcessWorker:
     """A child process whose output is drained on a thread (a full pipe would block it) and
     kept, so that ``wait_for_output`` sees every line printed since the start."""
@@ -50,6 +60,7 @@ class ProcessWorker:
             text=True,
         )
         self.lines: list[str] = []
+        STARTED.append(self)
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
 

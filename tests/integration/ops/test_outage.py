@@ -63,11 +63,13 @@ def worker_all(own_kafka: Broker) -> Iterator[tuple[ProcessWorker, int]]:
         ),
     )
     assert isinstance(worker, ProcessWorker)
-    wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=90, what="the workers ready")
-    assert get(port, "/healthz") == (200, "ok\n")
-    yield worker, port
-    if worker.process.poll() is None:
-        worker.kill()
+    try:
+        wait_until(lambda: get(port, "/readyz")[0] == 200, timeout=90, what="the workers ready")
+        assert get(port, "/healthz") == (200, "ok\n")
+        yield worker, port
+    finally:
+        if worker.process.poll() is None:
+            worker.kill()
 
 
 def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worker(
