@@ -14,11 +14,11 @@ import threading
 import time
 import uuid
 
-from confluent_kafka import Consumer
 from confluent_kafka import Producer as RawProducer
 
 from adapter.client import ConsumeStatus, Message, Producer, PushConsumer
 from adapter.config import KafkaSettings, ProducerConfig
+from adapter.kafka import clients
 from bench.common import Table, kafka, new_topic, rate
 
 BODY = b"x" * 100
@@ -29,7 +29,7 @@ HEADERS = [("UNIQ_KEY", b"7F0000010D2A41FF838D6D054D980D40"), ("TAGS", b"TagA"),
 
 def raw_producer(bootstrap: str) -> RawProducer:
     # The same librdkafka settings the adapter uses (acks=all, idempotence, linger 5 ms).
-    return RawProducer(ProducerConfig(KafkaSettings(bootstrap), "bench").librdkafka())
+    return clients.producer(ProducerConfig(KafkaSettings(bootstrap), "bench").librdkafka())
 
 
 def adapter_producer(bootstrap: str) -> Producer:
@@ -112,7 +112,7 @@ def bench_consume(bootstrap: str, n: int) -> tuple[float, float]:
     topic = new_topic(bootstrap, 4, "Consume")
     fill(bootstrap, topic, n)
 
-    raw = Consumer(
+    raw = clients.consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"raw_{uuid.uuid4().hex[:6]}",

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin import NewTopic
 
 from adapter import naming
+from adapter.kafka import clients
 from adapter.ops import broker
 
 
@@ -38,7 +38,7 @@ def kafka() -> Iterator[str]:
 
 def new_topic(bootstrap: str, partitions: int = 4, prefix: str = "Bench") -> str:
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = clients.admin({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(timeout=30)
     return name
@@ -47,7 +47,7 @@ def new_topic(bootstrap: str, partitions: int = 4, prefix: str = "Bench") -> str
 def reader_of_new_topic(bootstrap: str, topic: str) -> Consumer:
     """A read_committed consumer assigned every partition of ``topic`` (a RocketMQ name) from
     offset 0: assigned, not subscribed, so there is no group join to wait for."""
-    c = Consumer(
+    c = clients.consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-{uuid.uuid4().hex[:6]}",

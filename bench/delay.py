@@ -29,13 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message, Producer
 from adapter.delay import DelayLevels
-from adapter.kafka import topics
+from adapter.kafka import clients, topics
 from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
 
 BODY = b"x" * 100
@@ -112,7 +112,7 @@ def send_burst_elsewhere(bootstrap: str, topic: str, n: int, levels: int) -> flo
 
 
 def schedule_end_offsets(bootstrap: str) -> dict[int, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-peek"})
+    c = clients.consumer({"bootstrap.servers": bootstrap, "group.id": "bench-peek"})
     try:
         return {
             p: c.get_watermark_offsets(TopicPartition(SCHEDULE, p), timeout=10)[1]
@@ -124,7 +124,7 @@ def schedule_end_offsets(bootstrap: str) -> dict[int, int]:
 
 def due_times(bootstrap: str, start: dict[int, int], n: int) -> dict[bytes, int]:
     """UNIQ_KEY -> due time, read from the SCHEDULE records written since ``start``."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-due"})
+    c = clients.consumer({"bootstrap.servers": bootstrap, "group.id": "bench-due"})
     c.assign([TopicPartition(SCHEDULE, p, o) for p, o in start.items()])
     due: dict[bytes, int] = {}
     deadline = time.monotonic() + 120
@@ -241,7 +241,7 @@ def bench_mixed(bootstrap: str, m: int, table: Table) -> None:
     due = due_times(bootstrap, start, m)
     by_level: dict[int, list[int]] = {}
     levels_of = {}
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-levels"})
+    c = clients.consumer({"bootstrap.servers": bootstrap, "group.id": "bench-levels"})
     c.assign([TopicPartition(SCHEDULE, q, o) for q, o in start.items()])
     deadline = time.monotonic() + 60
     while len(levels_of) < m and time.monotonic() < deadline:

@@ -51,12 +51,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka import Producer as KafkaProducer
 
 from adapter import naming
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
-from adapter.kafka import topics
+from adapter.kafka import clients, topics
 from adapter.message import ReceivedMessage
 from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
 
@@ -500,7 +499,7 @@ def bench_kafka_baseline(bootstrap: str, n: int, table: Table) -> None:
     warm_up = naming.kafka_topic(new_topic(bootstrap, 1, "KafkaTxWarmUp"))
     producers = []
     for j in range(THREADS):
-        p = KafkaProducer(
+        p = clients.producer(
             {
                 "bootstrap.servers": bootstrap,
                 "transactional.id": f"bench-baseline-{uuid.uuid4().hex[:6]}-{j}",

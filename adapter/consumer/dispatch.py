@@ -11,7 +11,8 @@ Reproduces RocketMQ's ``ConsumeMessageConcurrentlyService`` and ``ConsumeMessage
   (broadcasting) or, when the send-back fails, has it consumed again locally after
   ``local_retry_ms`` (5000) with ``reconsume_times`` + 1, as RocketMQ's client falls back.
 
-Pure of Kafka: messages arrive as :class:`~adapter.message.ReceivedMessage`; finished offsets go
+Pure of Kafka: items become :class:`~adapter.message.ReceivedMessage` through ``build``, on the
+callback threads; finished offsets go
 to each queue's :class:`Lane`, whose offset tracker the poll loop commits.
 
 Known gaps: an orderly consumer retries a failed message in place without limit (RocketMQ's
@@ -133,7 +134,7 @@ class Lane:
         self.running = 0
         self.revoked = False
         self.paused = False
-        self.backlog: deque[list[ReceivedMessage]] = deque()
+        self.backlog: deque[list[Any]] = deque()
         self.busy = False
 
     def settle(self) -> None:
@@ -167,12 +168,15 @@ class Dispatcher:
     stats: ConsumerStats
     after_failure: FailureHandler
     stopping: threading.Event
+    build: Callable[[Lane, Any], ReceivedMessage] = field(default=lambda _lane, item: item)
+    """Turns a submitted item into the message a callback sees, on the callback's thread
+    (the poll loop submits Kafka records: building messages there would serialise it)."""
     clock: Clock = SYSTEM_CLOCK
     _retries: list[tuple[float, int, Lane, ReceivedMessage]] = field(default_factory=list)
     _retry_seq: Iterator[int] = field(default_factory=itertools.count)
     _retry_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def submit(self, lane: Lane, messages: list[ReceivedMessage]) -> None:
+    def submit(self, lane: Lane, messages: list[Any]) -> None:
         """Consume ``messages`` of one queue (tracked in ``lane.offsets`` by the caller)."""
         if self.orderly:
             with lane.lock:
@@ -226,7 +230,7 @@ class Dispatcher:
             with self._retry_lock:
                 heapq.heappush(self._retries, (due, next(self._retry_seq), lane, message))
 
-    def _drain(self, lane: Lane, work: deque[ReceivedMessage]) -> None:
+    def _drain(self, lane: Lane, work: deque[Any]) -> None:
         """Consume messages of one queue from ``work`` until it is empty."""
         if not self._begin(lane):
             return
@@ -234,10 +238,10 @@ class Dispatcher:
         try:
             while not (lane.revoked or stopping.is_set()):
                 try:
-                    message = work.popleft()
+                    item = work.popleft()
                 except IndexError:
                     return
-                self._finish(lane, message)
+                self._finish(lane, self.build(lane, item))
         finally:
             self._end(lane)
 
@@ -257,13 +261,14 @@ class Dispatcher:
                     lane.busy = False
                     return
                 batch = lane.backlog.popleft()
-            for message in batch:
+            for item in batch:
                 if not self._begin(lane):
                     with lane.lock:
                         lane.busy = False
                     return
                 consumed = False
                 try:
+                    message = self.build(lane, item)
                     while not run_callback(lane.subscription, message, self.stats):
                         if self.stopping.wait(self.suspend_s) or lane.revoked:
                             break

@@ -90,6 +90,7 @@ class ConsumeLoop:
             stats=stats,
             after_failure=self._after_failure,
             stopping=self._stopping,
+            build=_received,
             clock=clock,
         )
         self._stats = stats
@@ -247,11 +248,9 @@ class ConsumeLoop:
             if lane is None:  # not ours any more (revoked during this poll)
                 continue
             track = lane.offsets.track
-            messages = []
             for record in batch:
                 track(record.offset())  # type: ignore[arg-type]
-                messages.append(_received(lane, record))
-            self._dispatcher.submit(lane, messages)
+            self._dispatcher.submit(lane, batch)
 
     def _on_record_error(self, error: KafkaError) -> None:
         """A consumer error event: logged once per kind, then once every 30 s with a count (a
