@@ -18,7 +18,8 @@ Spark timestamps (``timestamp-millis``), enums as strings.
 
 from __future__ import annotations
 
-from functools import cache
+import json
+from functools import cache, reduce
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -53,6 +54,12 @@ def avro_body(value: Column) -> Column:
     return value.substr(F.lit(HEADER_SIZE + 1), F.length(value) - HEADER_SIZE)
 
 
+def _required_fields(schema: str) -> list[str]:
+    """Fields of a record schema that cannot be null (their type is not a union with null)."""
+    fields = json.loads(schema)["fields"]
+    return [f["name"] for f in fields if not (isinstance(f["type"], list) and "null" in f["type"])]
+
+
 def decode_single_object(
     value: Column, header: bytes, schema: str, *, name: str = "record"
 ) -> tuple[Column, Column]:
@@ -65,13 +72,20 @@ def decode_single_object(
     head = F.substring(value, 1, HEADER_SIZE)
     good_header = head == F.lit(header)
     decoded = from_avro(avro_body(value), schema, {"mode": "PERMISSIVE"})
-    record = F.when(good_header, decoded)
+    # PERMISSIVE gives a struct of nulls for a body that does not decode; a field whose Avro
+    # type is not a union with null is never null in a good record, so one such null tells.
+    broken = reduce(
+        Column.__or__,
+        [decoded[name].isNull() for name in _required_fields(schema)],
+        decoded.isNull(),
+    )
+    record = F.when(good_header & ~broken, decoded)
     error = (
         F.when(value.isNull(), F.lit("no value"))
         .when(F.length(value) < HEADER_SIZE, F.lit(f"shorter than the {HEADER_SIZE}-byte header"))
         .when(F.substring(value, 1, 2) != F.lit(codec.MARKER), F.lit("no single-object marker"))
         .when(~good_header, F.concat(F.lit("unknown schema fingerprint "), F.hex(head)))
-        .when(decoded.isNull(), F.lit("body does not decode"))
+        .when(broken, F.lit("body does not decode"))
     )
     return record.alias(name), error.alias("error")
 
