@@ -12,8 +12,9 @@ Environment (read by :meth:`SparkJobConfig.from_env`, never at import):
   ``RMQ_ADAPTER_SPARK_TABLE``, ``RMQ_ADAPTER_SPARK_TRIGGER_MS``,
   ``RMQ_ADAPTER_SPARK_AVAILABLE_NOW`` (``1``/``true``), ``RMQ_ADAPTER_SPARK_TOPICS`` (RocketMQ
   topic names, comma separated), ``RMQ_ADAPTER_SPARK_JARS`` (the directory of the extra jars),
-  ``RMQ_ADAPTER_SPARK_DRIVER_MEMORY`` (``1g``), ``RMQ_ADAPTER_DELAY_LEVELS`` (telemetry: the
-  delay of each level).
+  ``RMQ_ADAPTER_SPARK_DRIVER_MEMORY`` (``1g``), ``RMQ_ADAPTER_SPARK_JAVA_OPTIONS`` (extra JVM
+  options of the driver and executors, e.g. ``-XX:TieredStopAtLevel=1`` for short runs, whose
+  cold start it shortens), ``RMQ_ADAPTER_DELAY_LEVELS`` (telemetry: the delay of each level).
 - ``RMQ_ADAPTER_KAFKA_<KEY>``: a Kafka client setting, passed to Spark's Kafka source as
   ``kafka.<key>`` (``RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL=SSL`` -> ``kafka.security.protocol``).
   Spark's source is the Java client: settings whose librdkafka and Java names differ
@@ -95,6 +96,8 @@ class SparkJobConfig:
     """The extra jars (``infra/.jars/spark``); ``None``: ``RMQ_ADAPTER_SPARK_JARS`` or the
     checkout's ``infra/.jars/spark``."""
     driver_memory: str = "1g"
+    java_options: str = ""
+    """Extra JVM options for the driver and the executors."""
     delay_levels: str | None = None
     """RocketMQ ``messageDelayLevel`` (telemetry); ``None``: the adapter's default levels."""
     starting_offsets: str = "earliest"
@@ -167,6 +170,7 @@ class SparkJobConfig:
             topics=tuple(topics),
             jars_dir=Path(jars) if jars is not None else None,
             driver_memory=pick("driver_memory", "DRIVER_MEMORY", str, "1g"),
+            java_options=pick("java_options", "JAVA_OPTIONS", str, ""),
             delay_levels=options.get("delay_levels") or env.get(ENV_DELAY_LEVELS) or None,
             starting_offsets=pick("starting_offsets", "STARTING_OFFSETS", str, "earliest"),
             max_offsets_per_trigger=pick(

@@ -116,6 +116,14 @@ def merge_into_ledger(spark: SparkSession, path: Path, entries: DataFrame) -> tu
     return inserted, affected - inserted
 
 
+def table_exists(path: Path) -> bool:
+    """Whether a Delta table with at least one commit is at the local ``path``.
+
+    Read from the files: ``DeltaTable.isDeltaTable`` caches a path it once found without a
+    table (e.g. while another process was creating it) and keeps answering False."""
+    return any((path / "_delta_log").glob("*.json"))
+
+
 def ledger_rows(spark: SparkSession, path: Path) -> DataFrame:
     return spark.read.format("delta").load(str(path.resolve()))
 

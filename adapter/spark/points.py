@@ -33,7 +33,7 @@ from adapter.spark import ledger, orders
 from adapter.spark.config import SparkJobConfig
 from adapter.spark.reader import read_messages
 from adapter.spark.session import build_session
-from adapter.spark.streaming import await_query, batches, input_rows, with_trigger
+from adapter.spark.streaming import batches, input_rows, run_query, with_trigger
 
 log = logging.getLogger(__name__)
 
@@ -130,14 +130,14 @@ class PointsResult:
 
 
 def points_result(
-    spark: SparkSession, config: SparkJobConfig, query: StreamingQuery | None
+    spark: SparkSession, config: SparkJobConfig, queries: list[StreamingQuery]
 ) -> PointsResult:
     rows = ledger.ledger_rows(spark, config.table)
     by_status = rows.groupBy("status").agg(F.count("*").alias("n")).collect()
     counts = {r["status"]: int(r["n"]) for r in by_status}
     return PointsResult(
-        input_rows=input_rows(query) if query is not None else 0,
-        batches=batches(query) if query is not None else 0,
+        input_rows=input_rows(queries),
+        batches=batches(queries),
         credited=counts.get(ledger.CREDITED, 0),
         rejected=counts.get(ledger.REJECTED, 0),
         balances={
@@ -159,9 +159,8 @@ def run_points(
     own = spark is None
     session = spark if spark is not None else build_session(config)
     try:
-        query = start_points(session, config, on_batch)
-        await_query(query, stop)
-        result = points_result(session, config, query)
+        queries = run_query(lambda: start_points(session, config, on_batch), stop)
+        result = points_result(session, config, queries)
         log.info(
             "points job done",
             extra={"input_rows": result.input_rows, "credited": result.credited},

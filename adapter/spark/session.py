@@ -60,7 +60,7 @@ def build_session(config: SparkJobConfig) -> SparkSession:
     # py4j logs a foreachBatch failure as an ERROR with its traceback; the same failure ends
     # the query and is raised by await_query, so py4j's copy (and its chatter) is cut.
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} {config.java_options}".strip()
     builder = (
         SparkSession.builder.appName(f"rmq-adapter-{config.job.value}")
         .master(config.master)

@@ -48,9 +48,10 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.delay import DelayLevels
 from adapter.spark.config import SparkJobConfig
+from adapter.spark.ledger import table_exists
 from adapter.spark.reader import read_messages, read_system
 from adapter.spark.session import build_session
-from adapter.spark.streaming import await_query, batches, input_rows, with_trigger
+from adapter.spark.streaming import batches, input_rows, run_query, with_trigger
 
 log = logging.getLogger(__name__)
 
@@ -368,7 +369,7 @@ class TelemetryResult:
 
 
 def _rows(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
-    if not DeltaTable.isDeltaTable(spark, str(path.resolve())):
+    if not table_exists(path):
         return []
     return [r.asDict() for r in spark.read.format("delta").load(str(path.resolve())).collect()]
 
@@ -378,7 +379,7 @@ def _float(value: Any) -> float | None:
 
 
 def telemetry_result(
-    spark: SparkSession, config: SparkJobConfig, query: StreamingQuery | None
+    spark: SparkSession, config: SparkJobConfig, queries: list[StreamingQuery]
 ) -> TelemetryResult:
     """The summary tables as Python data (for reports and tests)."""
     table = config.table
@@ -411,8 +412,8 @@ def telemetry_result(
         for r in _rows(spark, table / TRANSACTIONS)
     ]
     return TelemetryResult(
-        input_rows=input_rows(query) if query is not None else 0,
-        batches=batches(query) if query is not None else 0,
+        input_rows=input_rows(queries),
+        batches=batches(queries),
         lateness=lateness,
         transactions=groups,
         undecodable=facts.where(F.col("kind") == UNDECODABLE).count(),
@@ -430,9 +431,8 @@ def run_telemetry(
     own = spark is None
     session = spark if spark is not None else build_session(config)
     try:
-        query = start_telemetry(session, config)
-        await_query(query, stop)
-        result = telemetry_result(session, config, query)
+        queries = run_query(lambda: start_telemetry(session, config), stop)
+        result = telemetry_result(session, config, queries)
         log.info(
             "telemetry job done",
             extra={"input_rows": result.input_rows, "levels": len(result.lateness)},
