@@ -33,6 +33,16 @@ REAL_TOPICS_PATTERN = (
 adapter's system topics and the check topics (``%CHECK%<group>``, which hold Avro requests)."""
 
 
+SOURCE_DEFAULTS = {"kafka.fetch.max.wait.ms": "10"}
+"""Kafka client settings of the source, overridable with ``RMQ_ADAPTER_KAFKA_*``.
+
+``fetch.max.wait.ms``: an executor reading a batch's offset range polls once more at its end
+(the range's last offset is often a transaction marker, or the log end), and the broker holds
+that poll until data arrives or this much time passes: 500 ms by default, for every partition
+of every batch. 10 ms makes a batch of a few records over 8 partitions read in 0.6 s instead
+of 2.5 s."""
+
+
 def kafka_source(
     spark: SparkSession,
     config: SparkJobConfig,
@@ -58,7 +68,7 @@ def kafka_source(
         raise ValueError("kafka_source needs topics or a pattern")
     if config.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-    for key, value in config.kafka_options.items():
+    for key, value in {**SOURCE_DEFAULTS, **config.kafka_options}.items():
         reader = reader.option(key, value)
     return reader.load()
 

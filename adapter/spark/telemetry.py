@@ -99,14 +99,30 @@ def _key(*parts: Column | str) -> Column:
     return F.concat_ws("|", *[F.lit(p) if isinstance(p, str) else p.cast("string") for p in parts])
 
 
+def _or_undecodable(rows: DataFrame, kind: str, key: Column, **columns: Column) -> DataFrame:
+    """System-topic rows as facts of ``kind``; a row whose value did not decode becomes an
+    ``undecodable`` fact instead (its reason, its system topic, its position as the key).
+    One pass over the rows: the source is read once."""
+    bad = F.col("error").isNotNull()
+    position = _key(UNDECODABLE, F.col("topic"), F.col("queue_id"), F.col("queue_offset"))
+    chosen = {name: F.when(~bad, value) for name, value in columns.items()}
+    chosen["fact_key"] = F.when(bad, position).otherwise(key)
+    chosen["kind"] = F.when(bad, F.lit(UNDECODABLE)).otherwise(F.lit(kind))
+    chosen["error"] = F.col("error")
+    chosen["topic"] = F.when(bad, F.col("topic")).otherwise(columns.get("topic", F.lit(None)))
+    chosen["event_ts"] = F.when(bad, F.col("store_timestamp")).otherwise(
+        columns.get("event_ts", F.col("store_timestamp"))
+    )
+    return _facts(rows, **chosen)
+
+
 def scheduled_facts(schedule: DataFrame) -> DataFrame:
     """Decoded ``SCHEDULE_TOPIC_XXXX`` rows (:mod:`adapter.spark.system_topics`) as facts."""
     r = F.col("record")
-    good = schedule.where(F.col("error").isNull())
-    return _facts(
-        good,
-        fact_key=_key(SCHEDULED, r.unique_key, r.reconsume_times, r.topic),
-        kind=F.lit(SCHEDULED),
+    return _or_undecodable(
+        schedule,
+        SCHEDULED,
+        _key(SCHEDULED, r.unique_key, r.reconsume_times, r.topic),
         msg_id=r.unique_key,
         reconsume_times=r.reconsume_times,
         topic=r.topic,
@@ -132,10 +148,10 @@ def delivered_facts(messages: DataFrame) -> DataFrame:
 def half_facts(halves: DataFrame) -> DataFrame:
     """Decoded ``RMQ_SYS_TRANS_HALF_TOPIC`` rows as facts (one per half message stored)."""
     r = F.col("record")
-    return _facts(
-        halves.where(F.col("error").isNull()),
-        fact_key=_key(HALF, F.col("queue_id"), F.col("queue_offset")),
-        kind=F.lit(HALF),
+    return _or_undecodable(
+        halves,
+        HALF,
+        _key(HALF, F.col("queue_id"), F.col("queue_offset")),
         msg_id=r.transaction_id,
         topic=r.topic,
         producer_group=r.producer_group,
@@ -146,27 +162,15 @@ def half_facts(halves: DataFrame) -> DataFrame:
 def op_facts(ops: DataFrame) -> DataFrame:
     """Decoded ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` rows as facts (one per operation applied)."""
     r = F.col("record")
-    return _facts(
-        ops.where(F.col("error").isNull()),
-        fact_key=_key(OP, r.transaction_id, r.kind, r.half_partition, r.half_offset, r.check_times),
-        kind=F.lit(OP),
+    return _or_undecodable(
+        ops,
+        OP,
+        _key(OP, r.transaction_id, r.kind, r.half_partition, r.half_offset, r.check_times),
         msg_id=r.transaction_id,
         op=r.kind,
         producer_group=r.producer_group,
         check_times=r.check_times,
         event_ts=r.timestamp,
-    )
-
-
-def undecodable_facts(system_rows: DataFrame) -> DataFrame:
-    """System records that did not decode, kept with the reason."""
-    return _facts(
-        system_rows.where(F.col("error").isNotNull()),
-        fact_key=_key(UNDECODABLE, F.col("topic"), F.col("queue_id"), F.col("queue_offset")),
-        kind=F.lit(UNDECODABLE),
-        topic=F.col("topic"),
-        event_ts=F.col("store_timestamp"),
-        error=F.col("error"),
     )
 
 
@@ -312,9 +316,6 @@ def telemetry_facts(spark: SparkSession, config: SparkJobConfig) -> DataFrame:
         scheduled_facts(schedule),
         half_facts(halves),
         op_facts(ops),
-        undecodable_facts(schedule),
-        undecodable_facts(halves),
-        undecodable_facts(ops),
     ]
     return reduce(DataFrame.unionByName, parts)
 

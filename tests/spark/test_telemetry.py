@@ -129,18 +129,24 @@ def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
     outcomes = [TransactionStatus.COMMIT] * 3 + [TransactionStatus.ROLLBACK] * 2
     outcomes += [TransactionStatus.UNKNOWN, TransactionStatus.UNKNOWN]
     committed = items[:3] + [items[5]]
+    sent = []
     for i, (payment, outcome) in enumerate(zip(items, outcomes, strict=True)):
         message = payment_message(paid_topic, payment)
         message.set_keys({5: "late-commit", 6: "never"}.get(i, payment.order_id))
-        tx.send_message_in_transaction(message, lambda _m, _a, o=outcome: o, None)
+        sent.append(tx.send_message_in_transaction(message, lambda _m, _a, o=outcome: o, None))
+    never = sent[6].msg_id
 
     read_committed(kafka_bootstrap, paid_topic, expected=len(committed), timeout=60)
-    wait_until(
-        lambda: not [p for _, p in coordinator.pending() if p.info.producer_group == group],
-        timeout=60,
-        interval=0.2,
-        what="the undecided transaction to be discarded",
-    )
+    parked = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
+
+    def discarded() -> bool:  # parked with its DISCARD OP record, in one Kafka transaction
+        return any(
+            dict(r.headers() or []).get(prop.UNIQ_KEY) == never.encode()
+            for r in records_of(kafka_bootstrap, parked, [0])
+        )
+
+    wait_until(discarded, timeout=60, interval=0.3, what="the undecided transaction's discard")
+    assert not [p for _, p in coordinator.pending() if p.info.producer_group == group]
     assert dict(checks) == {"late-commit": 2, "never": 2}
     expected = expected_lateness(kafka_bootstrap, delayed_topic, delayed_ids)
 
