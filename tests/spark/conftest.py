@@ -25,8 +25,10 @@ from typing import Any
 
 import pyspark
 import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import SparkSession
 
+from adapter import naming
 from adapter.client import Message, Producer, SendResult
 from adapter.spark import orders
 from adapter.spark.config import Job, SparkJobConfig
@@ -134,6 +136,49 @@ def expected_balances(items: list[Payment]) -> dict[str, int]:
     return balances
 
 
+def records_of(bootstrap: str, kafka_topic: str, partitions: list[int] | None = None) -> list[Any]:
+    """Every committed record of ``kafka_topic`` (all partitions, or ``partitions``), read to
+    the end of each partition as it is now."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("expect"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        if partitions is None:
+            metadata = consumer.list_topics(kafka_topic, timeout=10).topics[kafka_topic]
+            partitions = sorted(metadata.partitions)
+        consumer.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
+        records: list[Any] = []
+        ended: set[int] = set()
+        stop_at = time.monotonic() + 30.0
+        while len(ended) < len(partitions) and time.monotonic() < stop_at:
+            for record in consumer.consume(500, 0.5):
+                if record.error() is None:
+                    records.append(record)
+                elif record.error().code() == KafkaError._PARTITION_EOF:
+                    ended.add(record.partition())
+        assert len(ended) == len(partitions), f"could not read {kafka_topic} to its end"
+        return records
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[Any]:
+    """The committed records of RocketMQ topic ``topic`` once there are ``count`` of them."""
+    name = naming.kafka_topic(topic)
+    return wait_until(
+        lambda: (found := records_of(bootstrap, name)) and len(found) >= count and found,
+        timeout=timeout,
+        interval=0.2,
+        what=f"{count} committed records on {topic}",
+    )
+
+
 # -- child processes ----------------------------------------------------------------------------
 
 
@@ -224,7 +269,7 @@ class StandaloneCluster:
 
 @pytest.fixture(scope="module")
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    """A Spark standalone master and one worker (1 core, 1 GiB) on 127.0.0.1, started with
+    """A Spark standalone master and one worker (2 cores, 1 GiB) on 127.0.0.1, started with
     PySpark's own ``spark-class``, stopped by PID afterwards."""
     home = Path(pyspark.__file__).resolve().parent
     spark_class = str(home / "bin" / "spark-class")
@@ -266,7 +311,7 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
             "org.apache.spark.deploy.worker.Worker",
             cluster.master_url,
             "--cores",
-            "1",
+            "2",
             "--memory",
             "1g",
             "--host",

@@ -21,7 +21,7 @@ from adapter.client import TransactionStatus
 from adapter.spark import ledger
 from adapter.spark.config import Job, SparkJobConfig
 from adapter.spark.points import run_points
-from tests.integration.conftest import read_committed, unique
+from tests.integration.conftest import unique
 from tests.spark.conftest import (
     Child,
     Payment,
@@ -31,6 +31,9 @@ from tests.spark.conftest import (
     payment_message,
     payments,
     send_payments,
+)
+from tests.spark.conftest import (
+    committed as committed_records,
 )
 from tests.support import wait_until
 
@@ -100,7 +103,7 @@ def test_each_committed_payment_is_credited_once_and_nothing_else_is(
         producer.send_message_in_transaction(
             payment_message(topic, payment), lambda _m, _a, s=status: s, None
         )
-    records = read_committed(kafka_bootstrap, topic, expected=len(committed))
+    records = committed_records(kafka_bootstrap, topic, len(committed))
     assert len(records) == len(committed)
 
     # A duplicate of a committed message (same msg id), a payment inside an aborted Kafka
@@ -146,7 +149,7 @@ def test_each_committed_payment_is_credited_once_and_nothing_else_is(
         producer.send_message_in_transaction(
             payment_message(topic, payment), lambda _m, _a: TransactionStatus.COMMIT, None
         )
-    read_committed(kafka_bootstrap, topic, expected=len(committed) + 2 + len(later))
+    committed_records(kafka_bootstrap, topic, len(committed) + 2 + len(later))
     third = run_points(config, spark)
     assert third.input_rows == len(later)
     assert third.credited == len(committed) + len(later)
@@ -228,7 +231,7 @@ def test_the_points_job_runs_unchanged_on_a_standalone_cluster_with_the_same_led
     topic = new_topic(2, "OrderPaid")
     items = payments(25, prefix=unique("order"))
     send_payments(make_producer(), topic, items)
-    records = read_committed(kafka_bootstrap, topic, expected=len(items))
+    records = committed_records(kafka_bootstrap, topic, len(items))
     raw_copy(kafka_bootstrap, records[3])
 
     on_cluster = job_config(Job.POINTS, topic, name="cluster")
@@ -251,15 +254,15 @@ def test_the_points_job_runs_unchanged_on_a_standalone_cluster_with_the_same_led
         ),
         tmp_path / "cluster-driver.log",
     )
+    # The same job on local[2] in this process meanwhile, from its own checkpoint and table.
+    on_local = job_config(Job.POINTS, topic, name="local")
+    local = run_points(on_local, spark)
+
     assert driver.wait(200) == 0, driver.output[-3000:]
     printed = json.loads(driver.output.strip().splitlines()[-1])
     assert (printed["job"], printed["credited"], printed["input_rows"]) == ("points", 25, 26)
-
     apps = standalone_cluster.state()["completedapps"]
     assert [a["name"] for a in apps] == ["rmq-adapter-points"]
 
-    local = run_points(job_config(Job.POINTS, topic, name="local"), spark)
     assert local.balances == printed["balances"] == expected_balances(items)
-    assert ledger_of(spark, on_cluster.table) == ledger_of(
-        spark, job_config(Job.POINTS, topic, name="local").table
-    )
+    assert ledger_of(spark, on_cluster.table) == ledger_of(spark, on_local.table)

@@ -11,7 +11,6 @@ plus the level's delay, against the delivered record's time), independently of t
 from __future__ import annotations
 
 import threading
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql import SparkSession
 
 from adapter import codec, naming
@@ -30,41 +28,22 @@ from adapter.records import ScheduledMessage
 from adapter.spark import telemetry
 from adapter.spark.config import Job, SparkJobConfig
 from adapter.spark.report import draw_chart, format_report, run_report
-from tests.integration.conftest import read_committed, unique
-from tests.spark.conftest import expected_balances, payment_message, payments
+from tests.integration.conftest import unique
+from tests.spark.conftest import (
+    committed as committed_records,
+)
+from tests.spark.conftest import (
+    expected_balances,
+    payment_message,
+    payments,
+    records_of,
+)
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
 LEVELS = DelayLevels.parse()
 POLICY = {"transaction_timeout_ms": 1000, "check_interval_ms": 500, "check_max": 2}
-
-
-def records_of(bootstrap: str, topic: str, partitions: list[int]) -> list[Any]:
-    """Every committed record of Kafka topic ``topic``'s ``partitions``, read to their end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": unique("expect"),
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        records, ended = [], set()
-        stop_at = time.monotonic() + 30.0
-        while len(ended) < len(partitions) and time.monotonic() < stop_at:
-            for record in consumer.consume(500, 0.5):
-                if record.error() is None:
-                    records.append(record)
-                elif record.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(record.partition())
-        assert len(ended) == len(partitions), f"could not read {topic} to its end"
-        return records
-    finally:
-        consumer.close()
 
 
 def expected_lateness(bootstrap: str, topic: str, ids: set[str]) -> dict[int, list[int]]:
@@ -136,7 +115,7 @@ def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
         sent.append(tx.send_message_in_transaction(message, lambda _m, _a, o=outcome: o, None))
     never = sent[6].msg_id
 
-    read_committed(kafka_bootstrap, paid_topic, expected=len(committed), timeout=60)
+    committed_records(kafka_bootstrap, paid_topic, len(committed))
     parked = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
 
     def discarded() -> bool:  # parked with its DISCARD OP record, in one Kafka transaction
@@ -148,6 +127,7 @@ def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
     wait_until(discarded, timeout=60, interval=0.3, what="the undecided transaction's discard")
     assert not [p for _, p in coordinator.pending() if p.info.producer_group == group]
     assert dict(checks) == {"late-commit": 2, "never": 2}
+    committed_records(kafka_bootstrap, delayed_topic, len(delayed_ids))  # level 2: 5 s
     expected = expected_lateness(kafka_bootstrap, delayed_topic, delayed_ids)
 
     config = job_config(Job.TELEMETRY, delayed_topic, name="telemetry")
