@@ -74,4 +74,4 @@ system-deps:
 	@$(PYTHON) -c 'import venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; }
 
 clean:
-	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out
+	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out .rmq-spark spark-warehouse

@@ -136,6 +136,7 @@ def draw_chart(report: SparkReport, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     levels = report.telemetry.lateness
@@ -167,6 +168,7 @@ def draw_chart(report: SparkReport, path: Path) -> Path:
         right.text(0.5, 0.5, "no payment credited", ha="center", va="center")
     right.set_title("Commit to ledger, per payment")
     right.set_xlabel("payment (commit order)")
+    right.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.set_ylabel("ms")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
