@@ -261,8 +261,15 @@ def test_the_points_job_runs_unchanged_on_a_standalone_cluster_with_the_same_led
     assert driver.wait(200) == 0, driver.output[-3000:]
     printed = json.loads(driver.output.strip().splitlines()[-1])
     assert (printed["job"], printed["credited"], printed["input_rows"]) == ("points", 25, 26)
-    apps = standalone_cluster.state()["completedapps"]
-    assert [a["name"] for a in apps] == ["rmq-adapter-points"]
+    wait_until(  # the master lists the application once its driver has stopped
+        lambda: (
+            [a["name"] for a in standalone_cluster.state()["completedapps"]]
+            == ["rmq-adapter-points"]
+        ),
+        timeout=30,
+        interval=0.5,
+        what="the master to list the points application as completed",
+    )
 
     assert local.balances == printed["balances"] == expected_balances(items)
     assert ledger_of(spark, on_cluster.table) == ledger_of(spark, on_local.table)
