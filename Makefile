@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Each works from a clean clone:
-# it creates .venv, installs the package, fetches the pinned Kafka jars, starts what it needs
-# and stops it afterwards.
+# it creates .venv, installs the package, fetches the pinned Kafka jars and the Spark jobs'
+# jars, starts what it needs and stops it afterwards.
 
 PYTHON ?= python3
 VENV := .venv
@@ -17,7 +17,7 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test unit integration lint bench jars images install wheel system-deps clean
+.PHONY: demo test unit integration spark-test lint bench jars spark-jars images install wheel system-deps clean
 
 demo: install jars
 	$(PY) -m demo
@@ -31,6 +31,9 @@ unit: install
 integration: install jars
 	$(WITH_KAFKA) $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
+spark-test: install jars
+	$(WITH_KAFKA) $(PY) -m pytest tests/spark $(PYTEST_ARGS)
+
 lint: install
 	$(VENV)/bin/ruff check adapter tests bench demo
 	$(VENV)/bin/mypy adapter
@@ -39,6 +42,7 @@ bench: install jars
 	$(PY) -m bench.client
 	$(PY) -m bench.delay
 	$(PY) -m bench.transactions
+	$(PY) -m bench.spark
 
 install: $(STAMP)
 
@@ -52,7 +56,12 @@ $(STAMP): pyproject.toml | system-deps
 wheel: install
 	$(PY) -m pip wheel --quiet --no-deps -w dist .
 
-jars: $(JARS_STAMP)
+jars: $(JARS_STAMP) spark-jars
+
+# The Spark jobs' jars (infra/spark/pom.xml) minus what the venv's pyspark ships: needs the venv.
+# The script is cached by the pom's hash and the pyspark version, so this is quick when done.
+spark-jars: install | system-deps
+	infra/fetch-spark-jars.sh $(PY)
 
 # The Kafka and worker images of the integration suite (podman; CONTAINER_ENGINE=docker works).
 images: jars
@@ -69,4 +78,4 @@ system-deps:
 	@$(PYTHON) -c 'import venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; }
 
 clean:
-	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out build dist *.egg-info
+	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out build dist *.egg-info .rmq-spark spark-warehouse

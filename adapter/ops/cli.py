@@ -368,5 +368,30 @@ def transactions_resume(bootstrap: str, transaction_id: str, timeout: float) -> 
     click.echo(f"resumed {transaction_id} as half message {resumed.partition}@{resumed.offset}")
 
 
+class _SparkCommands(click.Group):
+    """``rmq-adapter spark ...``: the Spark jobs, loaded on first use, so that the command line
+    works (and says what to install) without PySpark."""
+
+    def _group(self) -> click.Group:
+        try:
+            from adapter.spark.cli import spark
+        except ImportError as exc:
+            raise click.ClickException(str(exc)) from exc
+        return spark
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return ["points", "telemetry"]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self._group().get_command(ctx, name)
+
+
+main.add_command(
+    _SparkCommands(
+        "spark", help="Spark Structured Streaming jobs on the real topics (points, telemetry)."
+    )
+)
+
+
 if __name__ == "__main__":
     main()

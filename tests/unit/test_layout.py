@@ -18,7 +18,7 @@ import adapter
 pytestmark = pytest.mark.timeout(30)
 
 PACKAGE = Path(adapter.__file__).parent
-FACADES = {"adapter.client", "adapter.__main__"}
+FACADES = {"adapter.client", "adapter.__main__", "adapter.spark.__main__"}
 ALLOWED: dict[str, set[str]] = {
     "core": {"core"},
     "wire": {"core", "wire"},
@@ -27,7 +27,18 @@ ALLOWED: dict[str, set[str]] = {
     "producer": {"core", "wire", "kafka", "producer", "schedule.envelope"},
     "consumer": {"core", "wire", "kafka", "consumer", "schedule.envelope"},
     "transaction": {"core", "wire", "kafka", "transaction", "producer"},
-    "ops": {"core", "wire", "kafka", "schedule", "producer", "consumer", "transaction", "ops"},
+    "ops": {
+        "core",
+        "wire",
+        "kafka",
+        "schedule",
+        "producer",
+        "consumer",
+        "transaction",
+        "ops",
+        "spark",
+    },
+    "spark": {"core", "wire", "spark"},
 }
 
 

@@ -1,0 +1,156 @@
+"""``rmq-adapter spark points|telemetry``: the Spark jobs from the command line.
+
+Not a RocketMQ behaviour: the entry point that runs a job on ``local[2]`` or on a cluster
+(``--master spark://host:7077``) unchanged. The click group :data:`spark` is meant to be
+attached to the ``rmq-adapter`` command (``main.add_command(spark)``); until then
+``python -m adapter.spark points ...`` runs it. Every option also reads an environment variable
+(``--bootstrap``: ``RMQ_ADAPTER_BOOTSTRAP``; the others ``RMQ_ADAPTER_SPARK_<OPTION>``, see
+:mod:`adapter.spark.config`). A continuous run stops cleanly on SIGTERM or Ctrl-C; an
+``--available-now`` run processes what Kafka holds, prints its result as one JSON line on
+standard output, and exits.
+
+Known gaps: no ``spark-submit`` packaging (a Python driver process runs the job; executors need
+only the same pyspark version, as the jars travel with the session).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from adapter.exceptions import AdapterError
+from adapter.spark.config import Job, SparkJobConfig
+
+
+def _options(job: Job) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    default_topics = "OrderPaid" if job is Job.POINTS else "every real topic"
+    decorators = [
+        click.option(
+            "--bootstrap",
+            envvar="RMQ_ADAPTER_BOOTSTRAP",
+            required=True,
+            help="Kafka bootstrap servers.",
+        ),
+        click.option(
+            "--master",
+            envvar="RMQ_ADAPTER_SPARK_MASTER",
+            default=None,
+            help="Spark master URL.  [default: local[2]]",
+        ),
+        click.option(
+            "--checkpoint",
+            envvar="RMQ_ADAPTER_SPARK_CHECKPOINT",
+            default=None,
+            type=click.Path(path_type=Path),
+            help=f"Streaming checkpoint directory.  [default: .rmq-spark/{job}/checkpoint]",
+        ),
+        click.option(
+            "--table",
+            envvar="RMQ_ADAPTER_SPARK_TABLE",
+            default=None,
+            type=click.Path(path_type=Path),
+            help=f"Delta table (directory).  [default: .rmq-spark/{job}/table]",
+        ),
+        click.option(
+            "--trigger-ms",
+            envvar="RMQ_ADAPTER_SPARK_TRIGGER_MS",
+            type=int,
+            default=None,
+            help="Processing-time trigger in ms.  [default: 500 points, 5000 telemetry]",
+        ),
+        click.option(
+            "--available-now",
+            envvar="RMQ_ADAPTER_SPARK_AVAILABLE_NOW",
+            is_flag=True,
+            default=None,
+            help="Process what Kafka holds now, then exit.",
+        ),
+        click.option(
+            "--topic",
+            "topics",
+            envvar="RMQ_ADAPTER_SPARK_TOPICS",
+            multiple=True,
+            help=f"RocketMQ topic to read (repeatable).  [default: {default_topics}]",
+        ),
+        click.option(
+            "--jars-dir",
+            envvar="RMQ_ADAPTER_SPARK_JARS",
+            default=None,
+            type=click.Path(path_type=Path),
+            help="Directory of the extra jars.  [default: infra/.jars/spark]",
+        ),
+        click.option(
+            "--starting-offsets",
+            envvar="RMQ_ADAPTER_SPARK_STARTING_OFFSETS",
+            type=click.Choice(["earliest", "latest"]),
+            default=None,
+            help="Where a new checkpoint starts.  [default: earliest]",
+        ),
+    ]
+
+    def apply(function: Callable[..., Any]) -> Callable[..., Any]:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+
+    return apply
+
+
+def _config(job: Job, options: dict[str, Any]) -> SparkJobConfig:
+    topics = tuple(t for value in options.pop("topics") or () for t in value.split(",") if t)
+    return SparkJobConfig.from_env(job, topics=topics or None, **options)
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def _run(job: Job, options: dict[str, Any]) -> None:
+    try:
+        config = _config(job, options)
+        stop = _stop_on_signals()
+        if job is Job.POINTS:
+            from adapter.spark.points import run_points
+
+            result: Any = run_points(config, stop=stop)
+        else:
+            from adapter.spark.telemetry import run_telemetry
+
+            result = run_telemetry(config, stop=stop)
+    except AdapterError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(json.dumps({"job": job.value, **dataclasses.asdict(result)}, default=str))
+
+
+@click.group("spark")
+def spark() -> None:
+    """Spark Structured Streaming jobs on the real topics (pyspark, Delta Lake)."""
+
+
+@spark.command("points")
+@_options(Job.POINTS)
+def points(**options: Any) -> None:
+    """Credit member points from committed OrderPaid messages into a Delta ledger."""
+    _run(Job.POINTS, options)
+
+
+@spark.command("telemetry")
+@_options(Job.TELEMETRY)
+def telemetry(**options: Any) -> None:
+    """Delay lateness per level and transaction outcomes into small Delta tables."""
+    _run(Job.TELEMETRY, options)

@@ -1,0 +1,106 @@
+"""The SparkSession of a job: local jars, Delta Lake, settings for a small machine, quiet logs.
+
+Not a RocketMQ behaviour: the plumbing every job shares. The session runs on ``local[2]`` or on
+the cluster named by ``--master`` (the same code either way). The extra jars are local files
+(``spark.jars``; the driver serves them to executors), checked before the JVM starts
+(:mod:`adapter.spark.jars`). Delta Lake comes in through its SQL extension and catalog. Shuffle
+and Delta snapshot partitions are 2 (the defaults, 200 and 50, make every MERGE a 50-task stage
+on two cores); the UI is off. On a local master the driver binds to 127.0.0.1
+(``SPARK_LOCAL_IP``). Spark's own log4j output is cut to warnings by ``log4j2.properties``
+beside this module.
+
+Known gaps: the JVM settings (driver memory, log configuration) apply only when this call
+starts the JVM; a session that already runs in the process is reused as it is, with the
+job-level settings re-applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from adapter.spark.config import SparkJobConfig
+from adapter.spark.jars import java_executable, locate
+
+log = logging.getLogger(__name__)
+
+LOG4J_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
+
+# Settings that may change on a running session (the rest need a new JVM).
+SQL_SETTINGS = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    # The sink's MERGE source is one Kafka micro-batch: a fixed offset range of committed
+    # records, so it reads the same rows each time and Delta need not copy it first ("auto"
+    # materialises any non-Delta source: a second pass, ~0.5 s a batch on two cores).
+    "spark.databricks.delta.merge.materializeSource": "none",
+    "spark.sql.debug.maxToStringFields": "200",
+}
+
+
+def _is_loopback(master: str) -> bool:
+    return master.startswith("local") or "127.0.0.1" in master or "localhost" in master
+
+
+def build_session(config: SparkJobConfig) -> SparkSession:
+    """The session for ``config``: checks Java and the jars first, then gets or creates it.
+
+    Raises:
+        adapter.spark.jars.SparkSetupError: Java or a jar is missing (before any JVM starts).
+    """
+    java_executable()
+    jars = locate(config.jars_dir)
+    if _is_loopback(config.master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # py4j logs a foreachBatch failure as an ERROR with its traceback; the same failure ends
+    # the query and is raised by await_query, so py4j's copy (and its chatter) is cut.
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} {config.java_options}".strip()
+    builder = (
+        SparkSession.builder.appName(f"rmq-adapter-{config.job.value}")
+        .master(config.master)
+        .config("spark.jars", jars.spark_jars)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", config.driver_memory)
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.executor.extraJavaOptions", java_options)
+        .config("spark.default.parallelism", "2")
+    )
+    if _is_loopback(config.master):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    for key, value in SQL_SETTINGS.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    for key, value in SQL_SETTINGS.items():
+        spark.conf.set(key, value)
+    spark.sparkContext.setLogLevel("WARN")
+    log.info(
+        "spark session ready",
+        extra={
+            "master": spark.sparkContext.master,
+            "jars": len(jars.paths),
+            "spark": spark.version,
+        },
+    )
+    return spark
+
+
+def driver_jvm_pid(spark: SparkSession) -> int | None:
+    """The PID of the driver's JVM when this process launched it (PySpark's gateway), else
+    ``None``; the benchmark reads its peak RSS."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    pid = getattr(proc, "pid", None)
+    return int(pid) if pid is not None else None
