@@ -44,7 +44,8 @@ class LibrdkafkaLog:
     """The ``logger`` of one client. confluent-kafka calls ``log(level, "%s [%s] %s", facility,
     client name, text)`` from ``poll()``.
 
-    librdkafka's informational lines (connections opened and closed) are DEBUG. Its warnings and
+    librdkafka's informational lines (connections opened and closed) are DEBUG, and a warning it
+    is handling itself ("..., retrying") is INFO. Its other warnings and
     errors are shown (``announce``) for the clients of an application, whose only sign of
     trouble they are; the workers and the commands report trouble themselves (once per change,
     with the cause, which :attr:`last_error` keeps), so for them these lines are DEBUG too."""
@@ -63,6 +64,8 @@ class LibrdkafkaLog:
             self.last_error = text
         if level < logging.WARNING or not self._announce:
             level = logging.DEBUG
+        elif level == logging.WARNING and text.endswith("retrying"):
+            level = logging.INFO  # a transient state librdkafka is handling (a coordinator loading)
         if not LOG.isEnabledFor(level):
             return
         held = self._limiter.admit((facility, shape(_without_place(text))))
