@@ -70,7 +70,8 @@ class MessageModel(IntEnum):
     CLUSTERING = 1
 
 
-def _kafka_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+def kafka_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """``RMQ_ADAPTER_KAFKA_<KEY>`` settings as librdkafka keys (``security.protocol``, ...)."""
     extra = {}
     for name, value in environ.items():
         if name.startswith(ENV_KAFKA_PREFIX) and len(name) > len(ENV_KAFKA_PREFIX):
@@ -99,7 +100,7 @@ class KafkaSettings:
             )
         # RocketMQ name-server lists are ';'-separated; Kafka's are ','-separated.
         servers = ",".join(s.strip() for s in servers.replace(";", ",").split(",") if s.strip())
-        return cls(servers, _kafka_overrides(env))
+        return cls(servers, kafka_overrides(env))
 
     def librdkafka(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}

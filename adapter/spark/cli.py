@@ -32,69 +32,46 @@ from adapter.spark.config import Job, SparkJobConfig
 
 def _options(job: Job) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     default_topics = "OrderPaid" if job is Job.POINTS else "every real topic"
+
+    def option(name: str, env: str, help: str, *more: str, **kwargs: Any) -> Any:  # noqa: A002
+        envvar = f"RMQ_ADAPTER_{env}"
+        return click.option(name, *more, envvar=envvar, show_envvar=True, help=help, **kwargs)
+
+    path = click.Path(path_type=Path)
     decorators = [
-        click.option(
-            "--bootstrap",
-            envvar="RMQ_ADAPTER_BOOTSTRAP",
-            required=True,
-            help="Kafka bootstrap servers.",
+        option("--bootstrap", "BOOTSTRAP", "Kafka bootstrap servers.", required=True),
+        option("--master", "SPARK_MASTER", "Spark master URL.  [default: local[2]]"),
+        option(
+            "--checkpoint", "SPARK_CHECKPOINT",
+            f"Streaming checkpoint directory.  [default: .rmq-spark/{job}/checkpoint]", type=path,
         ),
-        click.option(
-            "--master",
-            envvar="RMQ_ADAPTER_SPARK_MASTER",
-            default=None,
-            help="Spark master URL.  [default: local[2]]",
+        option(
+            "--table", "SPARK_TABLE",
+            f"Delta table (directory).  [default: .rmq-spark/{job}/table]", type=path,
         ),
-        click.option(
-            "--checkpoint",
-            envvar="RMQ_ADAPTER_SPARK_CHECKPOINT",
-            default=None,
-            type=click.Path(path_type=Path),
-            help=f"Streaming checkpoint directory.  [default: .rmq-spark/{job}/checkpoint]",
+        option(
+            "--trigger-ms", "SPARK_TRIGGER_MS",
+            "Processing-time trigger in ms.  [default: 500 points, 5000 telemetry]", type=int,
         ),
-        click.option(
-            "--table",
-            envvar="RMQ_ADAPTER_SPARK_TABLE",
-            default=None,
-            type=click.Path(path_type=Path),
-            help=f"Delta table (directory).  [default: .rmq-spark/{job}/table]",
+        option(
+            "--available-now", "SPARK_AVAILABLE_NOW",
+            "Process what Kafka holds now, then exit.", is_flag=True, default=None,
         ),
-        click.option(
-            "--trigger-ms",
-            envvar="RMQ_ADAPTER_SPARK_TRIGGER_MS",
-            type=int,
-            default=None,
-            help="Processing-time trigger in ms.  [default: 500 points, 5000 telemetry]",
+        option(
+            "--topic", "SPARK_TOPICS",
+            f"RocketMQ topic to read (repeatable).  [default: {default_topics}]",
+            "topics", multiple=True,
         ),
-        click.option(
-            "--available-now",
-            envvar="RMQ_ADAPTER_SPARK_AVAILABLE_NOW",
-            is_flag=True,
-            default=None,
-            help="Process what Kafka holds now, then exit.",
+        option(
+            "--jars-dir", "SPARK_JARS",
+            "Directory of the extra jars.  [default: infra/.jars/spark]", type=path,
         ),
-        click.option(
-            "--topic",
-            "topics",
-            envvar="RMQ_ADAPTER_SPARK_TOPICS",
-            multiple=True,
-            help=f"RocketMQ topic to read (repeatable).  [default: {default_topics}]",
-        ),
-        click.option(
-            "--jars-dir",
-            envvar="RMQ_ADAPTER_SPARK_JARS",
-            default=None,
-            type=click.Path(path_type=Path),
-            help="Directory of the extra jars.  [default: infra/.jars/spark]",
-        ),
-        click.option(
-            "--starting-offsets",
-            envvar="RMQ_ADAPTER_SPARK_STARTING_OFFSETS",
+        option(
+            "--starting-offsets", "SPARK_STARTING_OFFSETS",
+            "Where a new checkpoint starts.  [default: earliest]",
             type=click.Choice(["earliest", "latest"]),
-            default=None,
-            help="Where a new checkpoint starts.  [default: earliest]",
         ),
-    ]
+    ]  # fmt: skip
 
     def apply(function: Callable[..., Any]) -> Callable[..., Any]:
         for decorator in reversed(decorators):

@@ -33,11 +33,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from adapter.config import kafka_overrides
 from adapter.exceptions import ConfigError
 
 ENV = "RMQ_ADAPTER_"
 ENV_BOOTSTRAP = ENV + "BOOTSTRAP"
-ENV_KAFKA_PREFIX = ENV + "KAFKA_"
 ENV_DELAY_LEVELS = ENV + "DELAY_LEVELS"
 ENV_SPARK = ENV + "SPARK_"
 
@@ -65,12 +65,7 @@ def _topics(value: str) -> tuple[str, ...]:
 
 def kafka_options_from_env(environ: Mapping[str, str]) -> dict[str, str]:
     """``RMQ_ADAPTER_KAFKA_<KEY>`` settings as Spark Kafka source options (``kafka.<key>``)."""
-    options = {}
-    for name, value in environ.items():
-        if name.startswith(ENV_KAFKA_PREFIX) and len(name) > len(ENV_KAFKA_PREFIX):
-            key = name[len(ENV_KAFKA_PREFIX) :].lower().replace("_", ".")
-            options[f"kafka.{key}"] = value
-    return options
+    return {f"kafka.{key}": value for key, value in kafka_overrides(environ).items()}
 
 
 @dataclass(frozen=True, slots=True)

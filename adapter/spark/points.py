@@ -33,7 +33,7 @@ from adapter.spark import ledger, orders
 from adapter.spark.config import SparkJobConfig
 from adapter.spark.reader import read_messages
 from adapter.spark.session import build_session
-from adapter.spark.streaming import batches, input_rows, run_query, with_trigger
+from adapter.spark.streaming import batches, input_rows, run_query, start_foreach_batch
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +108,8 @@ def start_points(
 ) -> StreamingQuery:
     """Start the points query (the ledger table is created first if needed)."""
     ledger.ensure_ledger(spark, config.table)
-    writer = (
-        read_messages(spark, config)
-        .writeStream.queryName(QUERY_NAME)
-        .foreachBatch(PointsSink(config.table, on_batch))
-        .option("checkpointLocation", str(config.checkpoint.resolve()))
-    )
-    return with_trigger(writer, config).start()
+    sink = PointsSink(config.table, on_batch)
+    return start_foreach_batch(read_messages(spark, config), QUERY_NAME, sink, config)
 
 
 @dataclass(frozen=True, slots=True)

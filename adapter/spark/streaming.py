@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -41,6 +42,19 @@ def with_trigger(writer: DataStreamWriter, config: SparkJobConfig) -> DataStream
     if config.available_now:
         return writer.trigger(availableNow=True)
     return writer.trigger(processingTime=f"{config.trigger_ms} milliseconds")
+
+
+def start_foreach_batch(
+    frame: DataFrame, name: str, sink: Callable[[DataFrame, int], None], config: SparkJobConfig
+) -> StreamingQuery:
+    """Start ``frame`` as the query ``name``: each micro-batch handed to ``sink`` (a MERGE),
+    progress kept in ``config.checkpoint``, on ``config``'s trigger."""
+    writer = (
+        frame.writeStream.queryName(name)
+        .foreachBatch(sink)
+        .option("checkpointLocation", str(config.checkpoint.resolve()))
+    )
+    return with_trigger(writer, config).start()
 
 
 def await_query(query: StreamingQuery, stop: threading.Event | None = None) -> None:

@@ -51,7 +51,7 @@ from adapter.spark.config import SparkJobConfig
 from adapter.spark.ledger import table_exists
 from adapter.spark.reader import read_messages, read_system
 from adapter.spark.session import build_session
-from adapter.spark.streaming import batches, input_rows, run_query, with_trigger
+from adapter.spark.streaming import batches, input_rows, run_query, start_foreach_batch
 
 log = logging.getLogger(__name__)
 
@@ -323,13 +323,8 @@ def telemetry_facts(spark: SparkSession, config: SparkJobConfig) -> DataFrame:
 def start_telemetry(spark: SparkSession, config: SparkJobConfig) -> StreamingQuery:
     _ensure_facts(spark, config.table)
     levels = DelayLevels.parse(config.delay_levels) if config.delay_levels else DelayLevels.parse()
-    writer = (
-        telemetry_facts(spark, config)
-        .writeStream.queryName(QUERY_NAME)
-        .foreachBatch(TelemetrySink(config.table, levels))
-        .option("checkpointLocation", str(config.checkpoint.resolve()))
-    )
-    return with_trigger(writer, config).start()
+    sink = TelemetrySink(config.table, levels)
+    return start_foreach_batch(telemetry_facts(spark, config), QUERY_NAME, sink, config)
 
 
 @dataclass(frozen=True, slots=True)
