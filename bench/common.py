@@ -6,6 +6,9 @@ import contextlib
 import os
 import platform
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -18,6 +21,8 @@ from confluent_kafka.admin import NewTopic
 from adapter import naming
 from adapter.kafka import clients
 from adapter.ops import broker
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextlib.contextmanager
@@ -96,3 +101,92 @@ class Table:
         print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
         for row in self.rows:
             print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+
+
+class Coordinator:
+    """``rmq-adapter worker transactions`` as its own process, as in production; its log in
+    ``out``."""
+
+    def __init__(self, bootstrap: str, out: Path, name: str, *options: str) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.log_path = out / f"coordinator-{name}.log"
+        self.worker_id = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
+            [
+                sys.executable,
+                "-m",
+                "adapter",
+                "--log-level",
+                "INFO",
+                "worker",
+                "transactions",
+                "--bootstrap",
+                bootstrap,
+                "--worker-id",
+                self.worker_id,
+                *options,
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until it logged its start and took its partitions."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_text()
+            if f"transaction coordinator {self.worker_id} started" in text and (
+                "coordinating partitions" in text
+            ):
+                return
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"coordinator exited with {self.process.returncode}:\n{self.tail()}"
+                )
+            time.sleep(0.2)
+        raise RuntimeError(f"coordinator not ready after {timeout:.0f} s:\n{self.tail()}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def memory_kb(self) -> dict[str, int]:
+        """VmRSS and VmHWM of the coordinator process, in KiB."""
+        found = {}
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                found[name] = int(value.split()[0])
+        return found
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the coordinator process so far."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def problems(self) -> list[str]:
+        """WARNING and ERROR lines of its log (JSON lines)."""
+        return [
+            line
+            for line in self.log_text().splitlines()
+            if '"level": "ERROR"' in line or '"level": "WARNING"' in line or "Traceback" in line
+        ]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                print(f"coordinator {self.process.pid} ignored SIGTERM for 60 s; killing it")
+                self.process.kill()
+                self.process.wait(30)
+        self._log.close()

@@ -26,12 +26,9 @@ process is started and stopped. Logs in ``bench/.out/spark/``.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -52,7 +49,7 @@ from adapter.spark.config import Job, SparkJobConfig
 from adapter.spark.points import start_points
 from adapter.spark.reader import kafka_source, read_messages
 from adapter.spark.session import build_session, driver_jvm_pid
-from bench.common import Table, kafka, new_topic
+from bench.common import Coordinator, Table, kafka, new_topic
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / ".out" / "spark"
@@ -65,52 +62,6 @@ def percentile(values: list[float], q: float) -> float:
 
 def verdict(ok: bool) -> str:
     return "yes" if ok else "**no**"
-
-
-class Coordinator:
-    """``rmq-adapter worker transactions`` as its own process (the console script, which
-    stays put when the CLI module moves)."""
-
-    def __init__(self, bootstrap: str) -> None:
-        OUT.mkdir(parents=True, exist_ok=True)
-        self.worker_id = f"bench-spark-{uuid.uuid4().hex[:6]}"
-        self.log_path = OUT / "coordinator.log"
-        self._log = self.log_path.open("wb")
-        command = Path(sys.executable).parent / "rmq-adapter"
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
-            [
-                str(command),
-                "worker",
-                "transactions",
-                "--bootstrap",
-                bootstrap,
-                "--worker-id",
-                self.worker_id,
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if "coordinating partitions" in self.log_path.read_text(errors="replace"):
-                return
-            if self.process.poll() is not None:
-                raise RuntimeError(f"coordinator exited:\n{self.log_path.read_text()[-2000:]}")
-            time.sleep(0.2)
-        raise RuntimeError("coordinator not ready")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-        self._log.close()
 
 
 def payment(topic: str, i: int, tag: str) -> Message:
@@ -305,7 +256,7 @@ def main() -> None:
         topics.init_topics(
             {"bootstrap.servers": bootstrap}, topics.system_layout(8, DelayLevels.parse())
         )
-        coordinator = Coordinator(bootstrap)
+        coordinator = Coordinator(bootstrap, OUT, "spark")
         try:
             coordinator.wait_ready()
             spark = build_session(

@@ -35,13 +35,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
-import os
 import queue
-import signal
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -57,7 +53,15 @@ from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
 from adapter.kafka import clients, topics
 from adapter.message import ReceivedMessage
-from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
+from bench.common import (
+    Coordinator,
+    Table,
+    kafka,
+    new_topic,
+    now_ms,
+    rate,
+    reader_of_new_topic,
+)
 
 THREADS = 8
 TIMEOUT_MS = 2000  # the first-check phase's --transaction-timeout-ms
@@ -91,94 +95,6 @@ def met(ok: bool) -> str:
 
 
 # -- the coordinator process ----------------------------------------------------------------
-
-
-class Coordinator:
-    """``rmq-adapter worker transactions`` as its own process; its log in ``OUT``."""
-
-    def __init__(self, bootstrap: str, name: str, *options: str) -> None:
-        OUT.mkdir(parents=True, exist_ok=True)
-        self.log_path = OUT / f"coordinator-{name}.log"
-        self.worker_id = f"bench-{name}-{uuid.uuid4().hex[:6]}"
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
-            [
-                sys.executable,
-                "-m",
-                "adapter",
-                "--log-level",
-                "INFO",
-                "worker",
-                "transactions",
-                "--bootstrap",
-                bootstrap,
-                "--worker-id",
-                self.worker_id,
-                *options,
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def tail(self, lines: int = 15) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    def wait_ready(self, timeout: float = 120) -> None:
-        """Until it logged its start and took its partitions."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log_text()
-            if f"transaction coordinator {self.worker_id} started" in text and (
-                "coordinating partitions" in text
-            ):
-                return
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"coordinator exited with {self.process.returncode}:\n{self.tail()}"
-                )
-            time.sleep(0.2)
-        raise RuntimeError(f"coordinator not ready after {timeout:.0f} s:\n{self.tail()}")
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def memory_kb(self) -> dict[str, int]:
-        """VmRSS and VmHWM of the coordinator process, in KiB."""
-        found = {}
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                found[name] = int(value.split()[0])
-        return found
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the coordinator process so far."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def problems(self) -> list[str]:
-        """WARNING and ERROR lines of its log (JSON lines)."""
-        return [
-            line
-            for line in self.log_text().splitlines()
-            if '"level": "ERROR"' in line or '"level": "WARNING"' in line or "Traceback" in line
-        ]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                print(f"coordinator {self.process.pid} ignored SIGTERM for 60 s; killing it")
-                self.process.kill()
-                self.process.wait(30)
-        self._log.close()
 
 
 def free_port() -> int:
@@ -557,7 +473,7 @@ def bench_kafka_baseline(bootstrap: str, n: int, table: Table) -> None:
 def bench_memory(bootstrap: str, n: int, table: Table) -> None:
     port = free_port()
     coordinator = Coordinator(
-        bootstrap, "memory", "--transaction-timeout-ms", "3600000", "--metrics-port", str(port)
+        bootstrap, OUT, "memory", "--transaction-timeout-ms", "3600000", "--metrics-port", str(port)
     )
     try:
         coordinator.wait_ready()
@@ -629,7 +545,7 @@ def main() -> None:
             {"bootstrap.servers": bootstrap}, topics.system_layout(8, DelayLevels.parse())
         )
 
-        coordinator = Coordinator(bootstrap, "default")
+        coordinator = Coordinator(bootstrap, OUT, "default")
         stack.callback(report_problems, "default", coordinator)
         stack.callback(coordinator.stop)
         coordinator.wait_ready()
@@ -638,6 +554,7 @@ def main() -> None:
 
         coordinator = Coordinator(
             bootstrap,
+            OUT,
             "checks",
             "--transaction-timeout-ms",
             str(TIMEOUT_MS),
