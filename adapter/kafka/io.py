@@ -188,7 +188,14 @@ def produce_and_ack(
     if reports_served:
         ack.done.wait(timeout_s + 1.0)
     else:
-        producer.flush(timeout_s + 1.0)
+        try:
+            producer.flush(timeout_s + 1.0)
+        except SystemError as exc:
+            # confluent-kafka raises a fatal error (a fenced transactional producer) out of
+            # flush() as a SystemError whose cause is the KafkaException: raise that instead.
+            if isinstance(exc.__cause__, KafkaException):
+                raise exc.__cause__ from None
+            raise
     if not ack.done.is_set():
         raise DeliveryError(f"no acknowledgement within {timeout_s:g} s for {what}", topic=topic)
     if ack.error is not None:

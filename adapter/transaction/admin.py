@@ -231,13 +231,8 @@ def resume(
         ]
         tx.produce(DISCARDED, b"", key=transaction_id.encode(), headers=marker)
         tx.commit()
-    except (KafkaException, SystemError) as exc:
-        # confluent-kafka raises a fenced producer's error out of flush() as a SystemError
-        # whose cause is the KafkaException.
-        kafka_exc = exc if isinstance(exc, KafkaException) else exc.__cause__
-        if not isinstance(kafka_exc, KafkaException):
-            raise
-        error = kafka_exc.args[0]
+    except KafkaException as exc:
+        error = exc.args[0]
         if error.fatal() or error.txn_requires_abort():
             raise AdapterError(
                 f"another resume of {transaction_id} took over ({error.str()}); "
