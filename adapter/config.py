@@ -11,6 +11,8 @@ Environment (read by ``from_env``, never at import):
 - ``RMQ_ADAPTER_KAFKA_<KEY>``: any librdkafka setting, the key upper-cased with ``.`` written
   as ``_`` (``RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL`` sets ``security.protocol``). This
   is the escape hatch for security and tuning; librdkafka rejects unknown keys at start.
+- ``RMQ_ADAPTER_FAST_COMMIT``: ``0`` sends a transactional producer's decisions through the
+  coordinator instead of committing them in the producer's own Kafka transactions.
 
 Known gaps: RocketMQ's name-server domain, ACL credentials and trace settings have no Kafka
 meaning here; their setters are accepted and ignored, with a warning.
@@ -32,6 +34,7 @@ from adapter.exceptions import ConfigError
 ENV_PREFIX = "RMQ_ADAPTER_"
 ENV_BOOTSTRAP = ENV_PREFIX + "BOOTSTRAP"
 ENV_KAFKA_PREFIX = ENV_PREFIX + "KAFKA_"
+ENV_FAST_COMMIT = ENV_PREFIX + "FAST_COMMIT"
 
 DEFAULT_SEND_TIMEOUT_MS = 3000
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
@@ -68,6 +71,12 @@ class MessageModel(IntEnum):
 
     BROADCASTING = 0
     CLUSTERING = 1
+
+
+def fast_commit_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """``RMQ_ADAPTER_FAST_COMMIT``: 0, false or no turns the transactional fast path off."""
+    env = os.environ if environ is None else environ
+    return env.get(ENV_FAST_COMMIT, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def kafka_overrides(environ: Mapping[str, str]) -> dict[str, str]:
@@ -109,12 +118,26 @@ class KafkaSettings:
         return conf
 
 
+FAST_COMMIT_WINDOW_MS = 1_500
+"""A producer commits a decision in its own Kafka transaction (the fast path) only when every
+record of that transaction was acknowledged within this long of the half message's birth; later
+decisions go through the coordinator."""
+FAST_COMMIT_TRANSACTION_TIMEOUT_MS = 5_000
+"""Kafka's ``transaction.timeout.ms`` for the fast path's producers."""
+CLOCK_SKEW_ALLOWANCE_MS = 500
+"""How far the clocks of producers and coordinators may disagree without harm."""
+EARLIEST_CHECK_MS = FAST_COMMIT_WINDOW_MS + CLOCK_SKEW_ALLOWANCE_MS
+"""The coordinator never checks a half message earlier than this after its birth, whatever the
+transaction timeout: a fast-path decision may still be in flight until then."""
+
+
 @dataclass(frozen=True, slots=True)
 class CheckPolicy:
     """RocketMQ's broker settings for the check-back, with its defaults."""
 
     transaction_timeout_ms: int = 6_000
-    """``transactionTimeOut``: the first check comes this long after the message was born."""
+    """``transactionTimeOut``: the first check comes this long after the message was born (and
+    never before :data:`EARLIEST_CHECK_MS`)."""
     check_interval_ms: int = 30_000
     """``transactionCheckInterval``: the time between two checks of one message."""
     check_max: int = 15
@@ -141,8 +164,15 @@ class ProducerConfig:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     compress_level: int | None = None
     delay_levels: DelayLevels = field(default_factory=DelayLevels.parse)
+    fast_commit: bool = True
+    """A transactional producer commits its decisions in Kafka transactions of its own
+    (``RMQ_ADAPTER_FAST_COMMIT=0`` sends them through the coordinator instead)."""
+    group_commit_ms: int = 2
+    """How long the first decision of a group waits for others before the group commits."""
 
     def __post_init__(self) -> None:
+        if self.group_commit_ms < 0:
+            raise ConfigError(f"group commit time must be 0 or more, got {self.group_commit_ms}")
         if self.send_timeout_ms <= 0:
             raise ConfigError(f"send timeout must be positive, got {self.send_timeout_ms} ms")
         if self.max_message_size <= 0:
@@ -163,6 +193,23 @@ class ProducerConfig:
             settings["compression.codec"] = "gzip"
             settings["compression.level"] = self.compress_level
         return self.kafka.librdkafka(settings)
+
+    def group_committer(self, transactional_id: str) -> dict[str, Any]:
+        """A transactional producer of the fast path. Its transactions last milliseconds; one
+        left open by a dead process holds back what read_committed readers see until the
+        broker aborts it, so its timeout is short."""
+        return self.kafka.librdkafka(
+            {
+                "client.id": transactional_id,
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
+                **_SAFE_PRODUCER,
+                "linger.ms": 1,
+                "message.timeout.ms": self.send_timeout_ms,
+                "request.timeout.ms": min(self.send_timeout_ms, 30000),
+                "message.max.bytes": self.max_message_size + 2 * _HEADROOM,
+            }
+        )
 
     def check_consumer(self, check_topic: str) -> dict[str, Any]:
         """All producers of a group share one consumer group on the group's check topic."""

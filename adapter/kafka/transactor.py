@@ -128,6 +128,11 @@ class Transactor:
             raise clients.unavailable(conf, log.last_error or error.str(), self.timeout_s) from exc
         return producer
 
+    @property
+    def started(self) -> bool:
+        """Whether a producer is in use (False after :meth:`drop`, until the next one)."""
+        return self._producer is not None
+
     def call(self, what: str, operation: Callable[[], T], timeout_s: float | None = None) -> T:
         """``operation()`` under the watchdog: its own timeout plus a grace period."""
         return within((timeout_s or self.timeout_s) + WATCHDOG_GRACE_S, what, operation)

@@ -111,6 +111,9 @@ SINGLE_NODE_SETTINGS: dict[str, str] = {
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "transaction.state.log.num.partitions": "8",
+    # A producer that died inside a Kafka transaction holds back what read_committed readers
+    # see until the broker aborts it; check for such transactions every second, not every 10.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",

@@ -19,7 +19,12 @@ from confluent_kafka import KafkaException
 
 from adapter import naming
 from adapter.client_settings import ClientSettings
-from adapter.config import KafkaSettings, ProducerConfig, delay_levels_from_env
+from adapter.config import (
+    KafkaSettings,
+    ProducerConfig,
+    delay_levels_from_env,
+    fast_commit_from_env,
+)
 from adapter.exceptions import (
     AdapterError,
     ProducerException,
@@ -104,6 +109,7 @@ class ProducerBase(ClientSettings):
                 self._group,
                 self._instance_name,
                 delay_levels=delay_levels_from_env(),
+                fast_commit=fast_commit_from_env(),
                 **kwargs,
             )
         except AdapterError as exc:

@@ -17,6 +17,10 @@ topics to the same member; OP p is read back when p is assigned. Beyond RocketMQ
   one instead of scanning every 30 s;
 - durable checks: each check is an OP record committed with the check request, so a successor
   knows how many checks were sent and when the last one was;
+- no check races a decision in flight: before checking anything due at time t, the worker
+  writes a read mark stamped t to END p in its transaction and reads it back, read_committed.
+  A producer's open Kafka transaction (the fast path) holds that read back until it ends, so
+  every decision written before t, committed or in flight, is read before the check;
 - scale-out: workers share the partitions through the group; each has its own transactional id;
 - corrupt HALF or END records are parked in ``RMQ_SYS_POISON_TOPIC`` with the reason;
 - self-healing: a failed turn (Kafka away, a stuck librdkafka call) is aborted, the owned
@@ -46,6 +50,7 @@ from adapter.kafka import clients, io
 from adapter.kafka.io import caught_up, fetch, read_to_end
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.transaction.effects import Effects
+from adapter.transaction.envelope import DELIVERED_HEADER, MARK_HEADER
 from adapter.transaction.metrics import CoordinatorMetrics
 from adapter.transaction.state import Action, PartitionState, Pending, half_info
 from adapter.wire.records import EndTransaction, HalfMessage, OpRecord
@@ -64,6 +69,8 @@ class _Turn:
     actions: list[tuple[int, Action[bytes]]] = field(default_factory=list)
     poison: list[tuple[KafkaRecord, str]] = field(default_factory=list)
     touched: set[int] = field(default_factory=set)
+    marks: list[tuple[int, int]] = field(default_factory=list)
+    """Read marks to write: (END partition, time)."""
 
 
 class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
@@ -81,8 +88,10 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self._admin: AdminClient | None = None
         self.effects = Effects(self.tx, self.topics, lambda: self._admin, self.clock)
         self._dirty: set[int] = set()
-        self._end_read_ms: dict[int, int] = {}
-        """Per partition, the time the last END record read was written."""
+        self._mark_read_ms: dict[int, int] = {}
+        """Per partition, the time of the last read mark read back from END."""
+        self._mark_asked_ms: dict[int, int] = {}
+        """Per partition, the time of the last read mark written by this worker."""
         self._to_restore: set[int] = set()
         """Owned partitions whose state is to be rebuilt from Kafka."""
         self._next_position_commit = 0.0
@@ -117,6 +126,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             if (
                 turn.actions
                 or turn.poison
+                or turn.marks
                 or (self._dirty and self.clock.monotonic() >= self._next_position_commit)
             ):
                 self._apply(turn)
@@ -139,13 +149,21 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         return caught_up(self.consumer(), owned, timeout_s=10)
 
     def _decide(self, records: list[KafkaRecord], turn: _Turn) -> None:
-        consumer = self.consumer()
         for record in records:
             self._accept(record, turn)
         now = self.clock.now_ms()
         room = self.config.max_batch
         for partition, state in self._states.items():
-            read_to = self._decisions_read_to_ms(consumer, partition)
+            read_to = self._mark_read_ms.get(partition, -1)
+            due = state.next_due_ms()
+            if (
+                due is not None
+                and due <= now
+                and read_to < due
+                and self._mark_asked_ms.get(partition, -1) < due
+            ):
+                turn.marks.append((partition, now))
+                self._mark_asked_ms[partition] = now
             for action in state.due(now, max(0, room - len(turn.actions)), read_to):
                 turn.actions.append((partition, action))
                 turn.touched.add(partition)
@@ -173,6 +191,12 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
                 actions = state.skip_half(offset)
             else:
                 actions = state.half(offset, info, record.value() or b"", now)
+        elif _has_header(record, MARK_HEADER):
+            state.skip_end(offset)
+            self._mark_read_ms[partition] = max(
+                self._mark_read_ms.get(partition, -1), record.timestamp()[1]
+            )
+            return
         else:
             try:
                 end = io.decode(EndTransaction, record)
@@ -186,10 +210,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
                 turn.poison.append((record, exc.reason))
                 state.skip_end(offset)
                 return
-            actions = state.end(offset, end, now)
-            self._end_read_ms[partition] = max(
-                self._end_read_ms.get(partition, 0), record.timestamp()[1]
-            )
+            actions = state.end(offset, end, now, delivered=_has_header(record, DELIVERED_HEADER))
         turn.actions.extend((partition, a) for a in actions)
 
     # -- applying a turn --------------------------------------------------------------------
@@ -200,6 +221,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self.effects.begin()
         for record, reason in turn.poison:
             self.effects.park(record, reason)
+        for partition, at_ms in turn.marks:
+            self.effects.mark(partition, at_ms)
         for partition, action in turn.actions:
             self.effects.apply(partition, action)
         offsets: list[TopicPartition] = []
@@ -227,16 +250,9 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self._to_restore.update(self._states)
         self._states.clear()
         self._dirty.clear()
+        self._mark_asked_ms.clear()
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def _decisions_read_to_ms(self, consumer: Any, partition: int) -> int | None:
-        """None when END p is read to its end; else the time of the last decision read."""
-        [position] = consumer.position([TopicPartition(END, partition)])
-        _, high = consumer.get_watermark_offsets(TopicPartition(END, partition), cached=True)
-        if high is None or high < 0 or position.offset < 0 or position.offset >= high:
-            return None
-        return self._end_read_ms.get(partition, 0)
 
     def _half_end(self, partition: int) -> int | None:
         _, high = self.consumer().get_watermark_offsets(
@@ -309,7 +325,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             self._states.pop(p, None)
             self._known.pop(p, None)
             self._to_restore.discard(p)
-            self._end_read_ms.pop(p, None)
+            self._mark_read_ms.pop(p, None)
+            self._mark_asked_ms.pop(p, None)
         if gone:
             log.info("%s partitions %s", how, gone)
 
@@ -330,3 +347,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
 
     def pending(self) -> list[tuple[int, Pending[bytes]]]:
         return [(p, pending) for p, s in sorted(self._states.items()) for pending in s.pending()]
+
+
+def _has_header(record: KafkaRecord, name: str) -> bool:
+    return any(header[0] == name for header in record.headers() or ())

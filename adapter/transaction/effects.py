@@ -4,13 +4,15 @@ Reproduces the broker's side effects in ``EndTransactionProcessor`` and
 ``TransactionalMessageCheckService`` (reference sections 1.4 to 1.9):
 
 - COMMIT: the message restored to its real topic (``endMessageTransaction``) and an OP record
-  (RocketMQ's op message with tag ``d``);
+  (RocketMQ's op message with tag ``d``); only the OP record when the producer's own Kafka
+  transaction delivered the message (the fast path);
 - ROLLBACK: only the OP record;
 - a check: a ``CheckRequest`` to the group's check topic and an OP record, so the check count
   survives a crash (RocketMQ keeps it in the re-written half message);
 - a discard: the half message parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason, and an
   OP record;
-- a record that cannot be read: parked in ``RMQ_SYS_POISON_TOPIC`` with the reason.
+- a record that cannot be read: parked in ``RMQ_SYS_POISON_TOPIC`` with the reason;
+- a read mark in END (no RocketMQ counterpart; see :mod:`adapter.transaction.coordinator`).
 
 Known gaps: a commit whose real topic no longer exists is discarded (parked with the reason,
 resumable) rather than retried.
@@ -34,13 +36,14 @@ from adapter.kafka.io import PartitionCounts
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.kafka.transactor import Transactor
 from adapter.kafka.worker import parked_headers
-from adapter.transaction.envelope import check_request, committed_delivery
+from adapter.transaction.envelope import MARK_HEADER, check_request, committed_delivery
 from adapter.transaction.state import Action, Check, Commit, Discard, Pending, Rollback
 from adapter.wire import codec
 from adapter.wire.records import HalfMessage, OpKind, OpRecord
 
 log = logging.getLogger("adapter.transactions")
 
+END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
 DISCARDED = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
 POISON = naming.kafka_topic(naming.POISON_TOPIC)
@@ -65,7 +68,9 @@ class Effects:
 
     def apply(self, partition: int, action: Action[bytes]) -> None:
         now = self.clock.now_ms()
-        if isinstance(action, Commit):
+        if isinstance(action, Commit) and action.delivered:
+            self._op(partition, action.pending, OpKind.COMMIT, now)
+        elif isinstance(action, Commit):
             half = codec.decode_as(HalfMessage, action.pending.payload, canonical=False)
             delivery = committed_delivery(half, check_times=action.pending.check_times)
             topic = naming.kafka_topic(delivery.topic)
@@ -117,6 +122,12 @@ class Effects:
             pending.offset,
             why,
         )
+
+    def mark(self, partition: int, now_ms: int) -> None:
+        """A read mark in END ``partition``, stamped ``now_ms``: once it is read back,
+        read_committed, every decision written before it has been read."""
+        headers = [(MARK_HEADER, b"")]
+        self.tx.produce(END, b"", partition=partition, headers=headers, timestamp=now_ms)
 
     def park(self, record: KafkaRecord, reason: str) -> None:
         headers = parked_headers(

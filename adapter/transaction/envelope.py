@@ -39,6 +39,8 @@ from adapter.message import Delivery, Message, ReceivedMessage, text_property
 from adapter.wire.records import CheckRequest, EndTransaction, HalfMessage, TransactionDecision
 
 __all__ = [
+    "DELIVERED_HEADER",
+    "MARK_HEADER",
     "TransactionStatus",
     "end_transaction",
     "decide",
@@ -50,6 +52,13 @@ __all__ = [
     "checked_message",
     "prepared_message",
 ]
+
+DELIVERED_HEADER = "rmq.delivered"
+"""On an END record: a COMMIT whose real message the producer's own Kafka transaction wrote,
+next to it (the fast path); the coordinator only records the decision."""
+MARK_HEADER = "rmq.read-mark"
+"""On a record of END that is no decision: a mark the coordinator writes at a time of its clock
+and reads back, read_committed, before it checks anything due by then."""
 
 # Properties the envelopes set from the record's own fields; a stale copy in ``properties``
 # (a record written by hand, or resumed from the discard topic) never wins over them.

@@ -44,6 +44,7 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.config import FAST_COMMIT_WINDOW_MS, ProducerConfig
 from adapter.exceptions import (
     AdapterError,
     ProducerException,
@@ -56,14 +57,17 @@ from adapter.producer.producer import ProducerBase
 from adapter.producer.sender import Outgoing, Sender, SendResult, SendStatus
 from adapter.transaction.checks import Checker, CheckResponder
 from adapter.transaction.envelope import (
+    DELIVERED_HEADER,
     TransactionStatus,
+    committed_delivery,
     decide,
     end_transaction,
     half_message,
     prepared_message,
 )
+from adapter.transaction.group_commit import Decision, GroupCommitter
 from adapter.wire import codec
-from adapter.wire.records import EndTransaction, TransactionDecision
+from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecision
 
 __all__ = ["TransactionStatus", "TransactionMQProducer"]
 
@@ -108,6 +112,7 @@ class TransactionMQProducer(ProducerBase):
         self._clock = clock
         self._sender: Sender | None = None
         self._checks: CheckResponder | None = None
+        self._committer: GroupCommitter | None = None
         self.end_failures = 0
         """END records Kafka did not take (adapter extension; the check-back settles them)."""
 
@@ -140,14 +145,20 @@ class TransactionMQProducer(ProducerBase):
                 f"{config.kafka.bootstrap_servers}): {exc}"
             ) from exc
         self._sender, self._checks = sender, checks
+        if config.fast_commit:
+            self._committer = self._group_committer(config, sender)
 
     def shutdown(self) -> None:
         """Stop answering checks (waiting up to 10 s for a running ``checker_callback``),
-        then deliver what is still queued (END records)."""
+        commit the decisions of the open group, then deliver what is still queued (END
+        records)."""
         checks, self._checks = self._checks, None
+        committer, self._committer = self._committer, None
         sender, self._sender = self._sender, None
         if checks is not None:
             checks.stop()
+        if committer is not None:
+            committer.close()
         if sender is not None:
             remaining = sender.close()
             if remaining:
@@ -185,7 +196,8 @@ class TransactionMQProducer(ProducerBase):
         if decision is not TransactionDecision.UNKNOWN:
             now = self._clock.now_ms()
             end = end_transaction(half, decision, (ack.partition, ack.offset), 0, now)
-            self._send_end(sender, end)
+            if not self._commit_fast(half, end):
+                self._send_end(sender, end)
         return SendResult(SendStatus.OK, transaction_id, ack.offset)
 
     # -- internals ----------------------------------------------------------------------------
@@ -205,6 +217,35 @@ class TransactionMQProducer(ProducerBase):
                 f"{naming.TRANS_HALF_TOPIC} has {half} partitions and {naming.TRANS_END_TOPIC} "
                 f"{end}; they must match (see `rmq-adapter topics init`)"
             )
+
+    def _group_committer(self, config: ProducerConfig, sender: Sender) -> GroupCommitter:
+        committer = GroupCommitter(
+            config.group_committer,
+            name=self._group,
+            fallback=lambda end: self._send_end(sender, end),
+            timeout_s=config.send_timeout_ms / 1000,
+            linger_ms=config.group_commit_ms,
+            clock=self._clock,
+        )
+        committer.start(wait_s=config.send_timeout_ms / 1000)
+        return committer
+
+    def _commit_fast(self, half: HalfMessage, end: EndTransaction) -> bool:
+        """Hand the decision to the group committer (the message and END in one Kafka
+        transaction of this producer); False when the fast path cannot take it."""
+        committer = self._committer
+        if committer is None:
+            return False
+        records = []
+        end_headers: list[tuple[str, bytes]] = []
+        if end.decision is TransactionDecision.COMMIT:
+            delivery = committed_delivery(half, check_times=0)
+            topic = naming.kafka_topic(delivery.topic)
+            records.append(Outgoing(topic, delivery.value, delivery.headers, None, None))
+            end_headers.append((DELIVERED_HEADER, b"1"))
+        records.append(Outgoing(END, codec.encode(end), end_headers, end.half_partition, None))
+        write_by = half.born_timestamp + FAST_COMMIT_WINDOW_MS
+        return committer.submit(Decision(end, tuple(records), write_by))
 
     def _send_end(self, sender: Sender, end: EndTransaction) -> None:
         """Hand an END record to the client, oneway: a lost one is settled by a check."""

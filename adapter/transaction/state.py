@@ -9,12 +9,14 @@ carries ``now_ms``):
   half message with ``CHECK_IMMUNITY_TIME_IN_SECONDS`` is refused past max(immunity, timeout),
   as RocketMQ 5.1.1+ does;
 - each pending half message has its own due time: born + immunity (the transaction timeout,
-  6 s, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``), then every check interval (30 s); at a due time
-  it is checked, or discarded once it was checked ``check_max`` (15) times or is older than the
-  retention (72 h).
+  6 s, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``; never less than ``EARLIEST_CHECK_MS``, 2 s),
+  then every check interval (30 s); at a due time it is checked, or discarded once it was
+  checked ``check_max`` (15) times or is older than the retention (72 h).
 
 Beyond RocketMQ: a second decision for a resolved half message is a counted duplicate, never a
-second delivery, and an END that arrives before its half message waits for it. The state is
+second delivery, and an END that arrives before its half message waits for it. A COMMIT the
+producer delivered itself (the fast path, :mod:`adapter.transaction.group_commit`) resolves
+the message without a second delivery. The state is
 rebuilt after a crash from the OP records (``recover_op``) and the HALF and END records read
 again from the positions :meth:`PartitionState.positions` returned at the last commit; see
 ``adapter/transaction/coordinator.py`` for the Kafka side.
@@ -34,9 +36,34 @@ from typing import Generic, TypeVar
 
 from adapter import naming
 from adapter import properties as prop
-from adapter.config import CheckPolicy
+from adapter.config import EARLIEST_CHECK_MS, CheckPolicy
 from adapter.exceptions import AdapterError
+from adapter.transaction.actions import (
+    Action,
+    Check,
+    Commit,
+    Discard,
+    Duplicate,
+    Refuse,
+    Rollback,
+)
 from adapter.wire.records import EndTransaction, HalfMessage, OpKind, OpRecord, TransactionDecision
+
+__all__ = [
+    "Action",
+    "Check",
+    "Commit",
+    "Discard",
+    "Duplicate",
+    "HalfInfo",
+    "HalfState",
+    "PartitionState",
+    "Pending",
+    "Refuse",
+    "Rollback",
+    "advance",
+    "half_info",
+]
 
 P = TypeVar("P")
 
@@ -111,60 +138,17 @@ class Pending(Generic[P]):
     state: HalfState = HalfState.PREPARED
 
 
-# -- what the state machine asks the shell to do ---------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Commit(Generic[P]):
-    """Deliver the half message to its real topic and write an OP COMMIT."""
-
-    pending: Pending[P]
-    end: EndTransaction
-
-
-@dataclass(frozen=True, slots=True)
-class Rollback(Generic[P]):
-    """Write an OP ROLLBACK; nothing is delivered."""
-
-    pending: Pending[P]
-    end: EndTransaction
-
-
-@dataclass(frozen=True, slots=True)
-class Check(Generic[P]):
-    """Ask the producer group (check number ``pending.check_times``) and write an OP CHECK."""
-
-    pending: Pending[P]
-
-
-@dataclass(frozen=True, slots=True)
-class Discard(Generic[P]):
-    """Park the half message in ``TRANS_CHECK_MAX_TIME_TOPIC`` and write an OP DISCARD."""
-
-    pending: Pending[P]
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Refuse:
-    """An END record that is not applied, with the reason (logged and counted)."""
-
-    end_offset: int
-    end: EndTransaction | None
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Duplicate:
-    """A decision for a half message that was already resolved (counted, changes nothing)."""
-
-    end_offset: int
-    end: EndTransaction
-
-
-Action = Commit[P] | Rollback[P] | Check[P] | Discard[P] | Refuse | Duplicate
-
 _RESOLVING = frozenset({OpKind.COMMIT, OpKind.ROLLBACK, OpKind.DISCARD})
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """An END read before the half message it names."""
+
+    offset: int
+    end: EndTransaction
+    since_ms: int
+    delivered: bool
 
 
 @dataclass(slots=True)
@@ -195,7 +179,7 @@ class PartitionState(Generic[P]):
         self._op_floor: int | None = op_start
         self._pending: dict[int, Pending[P]] = {}
         self._due: list[tuple[int, int]] = []
-        self._waiting: dict[int, list[tuple[int, EndTransaction, int]]] = {}
+        self._waiting: dict[int, list[_Waiting]] = {}
         self._recent: OrderedDict[int, tuple[str, str]] = OrderedDict()
         self._recovered = _Recovered()
 
@@ -236,7 +220,7 @@ class PartitionState(Generic[P]):
             pending = Pending(offset, info, payload, self._op_mark())
             checked = rec.checks.pop(offset, None)
             if checked is None:
-                pending.due_ms = info.born_ms + self._immunity_ms(info)
+                pending.due_ms = info.born_ms + max(self._immunity_ms(info), EARLIEST_CHECK_MS)
             else:
                 pending.check_times, last_check_ms = checked
                 pending.due_ms = last_check_ms + self.policy.check_interval_ms
@@ -245,8 +229,8 @@ class PartitionState(Generic[P]):
             self._pending[offset] = pending
             heapq.heappush(self._due, (pending.due_ms, offset))
         self._forget_recovered_behind()
-        for end_offset, end, _since in self._waiting.pop(offset, []):
-            actions.extend(self._decide(end_offset, end, now_ms))
+        for w in self._waiting.pop(offset, []):
+            actions.extend(self._decide(w.offset, w.end, now_ms, w.delivered))
         return actions
 
     def skip_half(self, offset: int) -> list[Action[P]]:
@@ -254,17 +238,21 @@ class PartitionState(Generic[P]):
         self._half_next = offset + 1
         self._forget_recovered_behind()
         return [
-            Refuse(end_offset, end, f"no half message at offset {offset}")
-            for end_offset, end, _since in self._waiting.pop(offset, [])
+            Refuse(w.offset, w.end, f"no half message at offset {offset}")
+            for w in self._waiting.pop(offset, [])
         ]
 
-    def end(self, offset: int, end: EndTransaction, now_ms: int) -> list[Action[P]]:
-        """A decision read from END at ``offset`` (offsets arrive in increasing order)."""
+    def end(
+        self, offset: int, end: EndTransaction, now_ms: int, *, delivered: bool = False
+    ) -> list[Action[P]]:
+        """A decision read from END at ``offset`` (offsets arrive in increasing order);
+        ``delivered``: a COMMIT whose real message the producer's transaction wrote."""
         self._end_next = offset + 1
         if end.half_offset >= self._half_next:
-            self._waiting.setdefault(end.half_offset, []).append((offset, end, now_ms))
+            waiting = _Waiting(offset, end, now_ms, delivered)
+            self._waiting.setdefault(end.half_offset, []).append(waiting)
             return []
-        return self._decide(offset, end, now_ms)
+        return self._decide(offset, end, now_ms, delivered)
 
     def skip_end(self, offset: int) -> None:
         """The record at ``offset`` of END is not a decision (it was parked)."""
@@ -275,10 +263,11 @@ class PartitionState(Generic[P]):
     ) -> list[Action[P]]:
         """Checks and discards that are due, at most ``limit``, earliest first.
 
-        ``decisions_read_to_ms``: END has been read up to decisions written at that time (None:
-        up to its end). A message due later is not checked yet, since its decision may be
-        waiting unread in END (RocketMQ's rule: check only once the op queue was read past
-        the message); otherwise every backlog would cause a storm of needless checks."""
+        ``decisions_read_to_ms``: END has been read, read_committed, past a mark written at that
+        time (None: no such bound). A message due later is not checked yet, since its decision
+        may be unread in END, or still inside a producer's open Kafka transaction (RocketMQ's
+        rule: check only once the op queue was read past the message); otherwise a backlog
+        would cause a storm of needless checks, and a fast-path commit could race a check."""
         actions: list[Action[P]] = []
         policy = self.policy
         bound = now_ms if decisions_read_to_ms is None else min(now_ms, decisions_read_to_ms)
@@ -305,11 +294,11 @@ class PartitionState(Generic[P]):
         limit = now_ms - self.policy.end_wait_ms
         for half_offset in [o for o in self._waiting if o >= half_end_offset]:
             waiting = self._waiting[half_offset]
-            keep = [w for w in waiting if w[2] > limit]
+            keep = [w for w in waiting if w.since_ms > limit]
             actions.extend(
-                Refuse(end_offset, end, f"no half message at offset {half_offset}")
-                for end_offset, end, since in waiting
-                if since <= limit
+                Refuse(w.offset, w.end, f"no half message at offset {half_offset}")
+                for w in waiting
+                if w.since_ms <= limit
             )
             if keep:
                 self._waiting[half_offset] = keep
@@ -322,7 +311,7 @@ class PartitionState(Generic[P]):
     def positions(self) -> tuple[int, int, int]:
         """HALF, END and OP positions to commit: reading again from them rebuilds this state."""
         half = min(self._pending, default=self._half_next)
-        waiting = [o for ends in self._waiting.values() for o, _e, _s in ends]
+        waiting = [w.offset for ends in self._waiting.values() for w in ends]
         end = min(waiting, default=self._end_next)
         marks = [p.op_mark for p in self._pending.values()]
         if self._op_floor is not None:
@@ -371,7 +360,9 @@ class PartitionState(Generic[P]):
             rec.resolved.clear()
             rec.checks.clear()
 
-    def _decide(self, end_offset: int, end: EndTransaction, now_ms: int) -> list[Action[P]]:
+    def _decide(
+        self, end_offset: int, end: EndTransaction, now_ms: int, delivered: bool
+    ) -> list[Action[P]]:
         pending = self._pending.get(end.half_offset)
         if pending is None:
             known = self._recent.get(end.half_offset)
@@ -387,7 +378,9 @@ class PartitionState(Generic[P]):
             ]
         if end.decision is TransactionDecision.UNKNOWN:
             return []
-        if not end.from_check and info.immunity_ms is not None:
+        # A delivered decision was written within the fast-commit window by construction; its
+        # message is out already, so it is never refused for coming late.
+        if not end.from_check and not delivered and info.immunity_ms is not None:
             window = max(info.immunity_ms, self.policy.transaction_timeout_ms)
             if now_ms - info.born_ms > window:
                 return [
@@ -400,7 +393,7 @@ class PartitionState(Generic[P]):
                 ]
         if end.decision is TransactionDecision.COMMIT:
             self._resolve(pending, HalfState.COMMITTED)
-            return [Commit(pending, end)]
+            return [Commit(pending, end, delivered)]
         self._resolve(pending, HalfState.ROLLED_BACK)
         return [Rollback(pending, end)]
 

@@ -1,0 +1,254 @@
+"""The fast path: a transactional producer commits its own decisions, many per Kafka transaction.
+
+Reproduces the producer's END_TRANSACTION (reference section 1.4): once ``local_execute``
+returned, COMMIT makes the message visible and ROLLBACK drops it. RocketMQ's broker does it on
+request; here the producer does it itself, and the coordinator only records the decision:
+
+- a COMMIT writes the real message and its END record (header ``rmq.delivered``) in the
+  producer's current Kafka transaction; a ROLLBACK writes only its END;
+- a group committer commits every ``group_commit_ms`` (or ``max_group`` decisions), so one Kafka
+  transaction carries many RocketMQ commits. Two lanes (two transactional producers) take turns:
+  one takes decisions while the other commits, so no sender waits for a commit.
+
+Why it stays exactly once:
+
+- a group commits only if every record of it was acknowledged before the earliest
+  ``write_by_ms`` of its decisions (born + ``FAST_COMMIT_WINDOW_MS``). The coordinator checks no
+  half message before born + ``EARLIEST_CHECK_MS``, and only after it read back, read_committed,
+  a mark it wrote to END at or after that time. The mark lies after every fast-path END in END's
+  log and cannot be read while such an END's transaction is open, so the check comes after the
+  decision was read (committed) or is gone (aborted), never during it;
+- a group that cannot commit (a record refused, too late, Kafka away, a stuck call) is aborted
+  and its decisions are sent again as plain END records, which lie after the aborted ones in
+  END's log: the coordinator delivers those, once (the first decision wins);
+- a producer that dies mid-group leaves an open transaction that Kafka aborts after
+  ``FAST_COMMIT_TRANSACTION_TIMEOUT_MS``: neither the message nor its END exists, and the
+  check-back settles the half message as before.
+
+Known gaps: until Kafka aborts a dead producer's transaction, read_committed readers of the
+partitions it wrote (END and the real topics) see nothing past it: up to the transaction timeout
+plus the broker's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``. Each producer
+instance has transactional ids of its own (random), so a restarted process does not fence its
+predecessor; the broker's timeout does. Clocks of producers and coordinators must agree within
+``CLOCK_SKEW_ALLOWANCE_MS``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.exceptions import AdapterError
+from adapter.kafka.transactor import Transactor
+from adapter.producer.sender import Outgoing
+from adapter.wire.records import EndTransaction
+
+log = logging.getLogger("adapter.transaction")
+
+LANES = 2
+IDLE_WAIT_S = 0.5
+"""Longest the committer sleeps with nothing to do, so that close() is noticed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One producer decision on the fast path: its records (the real message first, for a
+    COMMIT, then END) and the time by which they must all be acknowledged."""
+
+    end: EndTransaction
+    records: tuple[Outgoing, ...]
+    write_by_ms: int
+
+
+@dataclass(eq=False)
+class _Lane:
+    tx: Transactor
+    group: list[Decision] = field(default_factory=list)
+    opened_s: float = 0.0
+    ready: bool = False
+    broken: str | None = None
+    """Why a decision could not be added to the open transaction (it must then abort)."""
+
+
+class GroupCommitter:
+    """Commits decisions in groups on a thread of its own; :meth:`submit` hands one over."""
+
+    def __init__(
+        self,
+        settings: Callable[[str], dict[str, Any]],
+        *,
+        name: str,
+        fallback: Callable[[EndTransaction], None],
+        timeout_s: float,
+        linger_ms: int = 2,
+        max_group: int = 500,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._fallback = fallback
+        self._clock = clock
+        """Protocol time (birth, deadlines); the linger is measured on the system's clock."""
+        self._linger_s = linger_ms / 1000
+        self._max_group = max_group
+        self.timeout_s = timeout_s
+        self._stopping = stopping = threading.Event()
+        prefix = f"rmq-adapter-fast-{name}-{uuid.uuid4().hex[:12]}"
+        self._lanes = [
+            _Lane(Transactor(_settings_for(settings, f"{prefix}-{i}"), timeout_s, log, stopping))
+            for i in range(LANES)
+        ]
+        self._current = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._unavailable = False
+        self.committed = 0
+        """Decisions committed on the fast path."""
+        self.fell_back = 0
+        """Decisions handed to the coordinator because their group could not commit."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self, wait_s: float = 0.0) -> None:
+        """Start committing; wait up to ``wait_s`` for the first producer to be ready (until
+        then decisions go the plain way)."""
+        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+        self._thread.start()
+        with self._cond:
+            self._cond.wait_for(lambda: self._lanes[0].ready, wait_s)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Commit what was handed over, then stop; the producers are closed."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.error("the group committer did not stop within %g s", timeout_s)
+        self._stopping.set()
+        for lane in self._lanes:
+            lane.tx.close()
+
+    # -- the senders' side --------------------------------------------------------------------
+
+    def submit(self, decision: Decision) -> bool:
+        """Add ``decision`` to the open group; False if the fast path cannot take it now (the
+        caller then sends its END the plain way)."""
+        with self._cond:
+            lane = self._lanes[self._current]
+            if self._closing or not lane.ready or lane.broken:
+                return False
+            try:
+                if not lane.tx.in_transaction:
+                    lane.tx.begin()
+                    lane.opened_s = SYSTEM_CLOCK.monotonic()
+                for record in decision.records:
+                    kwargs: dict[str, Any] = {"headers": record.headers}
+                    if record.partition is not None:
+                        kwargs["partition"] = record.partition
+                    lane.tx.produce(record.topic, record.value, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - the group aborts; the caller falls back
+                lane.broken = str(exc)
+                self._cond.notify_all()
+                return False
+            lane.group.append(decision)
+            if len(lane.group) == 1 or len(lane.group) >= self._max_group:
+                self._cond.notify_all()
+            return True
+
+    # -- the committer's side -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            for lane in self._lanes:
+                self._prepare(lane)
+            with self._cond:
+                lane = self._lanes[self._current]
+                if not self._due(lane):
+                    if self._closing and not lane.group and not lane.tx.in_transaction:
+                        return
+                    self._cond.wait(self._wait_s(lane))
+                    continue
+                self._current = (self._current + 1) % len(self._lanes)
+            self._finish(lane)
+
+    def _due(self, lane: _Lane) -> bool:
+        if lane.broken:
+            return True
+        if not lane.group:
+            return False
+        age = SYSTEM_CLOCK.monotonic() - lane.opened_s
+        return self._closing or len(lane.group) >= self._max_group or age >= self._linger_s
+
+    def _wait_s(self, lane: _Lane) -> float:
+        if not lane.group:
+            return IDLE_WAIT_S if all(lane.ready for lane in self._lanes) else 0.1
+        age = SYSTEM_CLOCK.monotonic() - lane.opened_s
+        return max(0.0, min(IDLE_WAIT_S, self._linger_s - age))
+
+    def _prepare(self, lane: _Lane) -> None:
+        """A lane without a usable producer gets a new one (its first, or after a failure);
+        senders fall back to the plain path meanwhile."""
+        if lane.ready or self._closing:
+            return
+        try:
+            lane.tx.producer  # noqa: B018 - starts and initialises it
+        except Exception as exc:  # noqa: BLE001 - retried on the next round
+            if not self._unavailable:
+                log.warning("fast commit unavailable (%s); decisions go the plain way", exc)
+            self._unavailable = True
+            return
+        if self._unavailable:
+            log.info("fast commit available again")
+            self._unavailable = False
+        with self._cond:
+            lane.ready = True
+            self._cond.notify_all()
+
+    def _finish(self, lane: _Lane) -> None:
+        """Flush, check the deadline, commit; on any failure abort and fall back."""
+        group, lane.group = lane.group, []
+        broken, lane.broken = lane.broken, None
+        try:
+            if broken is not None:
+                raise AdapterError(f"a decision could not be added: {broken}")
+            producer, timeout = lane.tx.producer, self.timeout_s
+            remaining = lane.tx.call("flush", lambda: producer.flush(timeout), timeout)
+            if remaining:
+                raise AdapterError(f"{remaining} records unacknowledged after {timeout:g} s")
+            late = self._clock.now_ms() - min(d.write_by_ms for d in group)
+            if late >= 0:
+                raise AdapterError(f"acknowledged {late} ms past the fast-commit window")
+            lane.tx.commit()
+        except Exception as exc:  # noqa: BLE001 - every failure ends the same way
+            self._fall_back(lane, group, exc)
+            return
+        self.committed += len(group)
+
+    def _fall_back(self, lane: _Lane, group: list[Decision], cause: Exception) -> None:
+        try:
+            lane.tx.fail(cause)
+        except Exception:  # noqa: BLE001 - the producer is replaced either way
+            lane.tx.drop()
+        if not lane.tx.started:
+            lane.ready = False
+        if group:
+            log.warning(
+                "a group of %d decisions was not committed (%s); the coordinator delivers them",
+                len(group),
+                cause,
+            )
+        for decision in group:
+            self._fallback(decision.end)
+        self.fell_back += len(group)
+
+
+def _settings_for(
+    settings: Callable[[str], dict[str, Any]], transactional_id: str
+) -> Callable[[], dict[str, Any]]:
+    return lambda: settings(transactional_id)

@@ -1,0 +1,201 @@
+"""The fast path against a real broker: a transactional producer commits its decisions in its
+own Kafka transactions, the coordinator only records them, and a group that cannot commit, or a
+producer killed mid-group, still ends with every committed message delivered exactly once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from adapter import naming
+from adapter import properties as prop
+from adapter.client import Message, TransactionMQProducer, TransactionStatus
+from adapter.clock import ManualClock
+from adapter.config import FAST_COMMIT_WINDOW_MS
+from adapter.transaction.envelope import DELIVERED_HEADER
+from tests.support import read_committed, wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
+
+END = naming.kafka_topic(naming.TRANS_END_TOPIC)
+
+
+def order(topic: str, body: str) -> Message:
+    message = Message(topic)
+    message.set_body(body)
+    message.set_keys(body)
+    return message
+
+
+def commit(_msg: object, _args: object = None) -> TransactionStatus:
+    return TransactionStatus.COMMIT
+
+
+def header(record, name: str) -> bytes | None:  # type: ignore[no-untyped-def]
+    return next((v for k, v in record.headers() or () if k == name), None)
+
+
+def test_a_commit_is_visible_without_the_coordinator_and_recorded_by_it_once(
+    system_topics, start_coordinator, make_transaction_producer, new_topic, new_group
+) -> None:
+    topic = new_topic(partitions=2)
+    group = new_group("PG")
+    producer = make_transaction_producer(group, commit)
+    committer = producer._committer
+    assert committer is not None
+    # A first transaction warms up Kafka's transaction coordinator (slow on a new broker).
+    producer.send_message_in_transaction(order(topic, "warm-up"), commit)
+    wait_until(lambda: committer.committed + committer.fell_back, timeout=60, what="warm-up")
+    before = committer.committed
+    sent = [f"fast-{i}" for i in range(50)]
+    for body in sent:
+        producer.send_message_in_transaction(order(topic, body), commit)
+    # No coordinator runs yet: the producer's own transactions made the messages visible.
+    wait_until(lambda: committer.committed == before + len(sent), timeout=30, what="commits")
+    records = [r for r in read_committed(system_topics, topic, 51) if r.value() != b"warm-up"]
+    assert Counter(r.value().decode() for r in records) == Counter(sent)
+    assert all(header(r, prop.TRANSACTION_ID) == header(r, prop.UNIQ_KEY) for r in records)
+    sent.append("warm-up")
+
+    coordinator = start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000)
+    wait_until(
+        lambda: coordinator.metrics.commits._value.get() >= len(sent),
+        timeout=60,
+        what="the coordinator recording every commit",
+    )
+    assert [p for _, p in coordinator.pending() if p.info.producer_group == group] == []
+    again = read_committed(system_topics, topic, len(sent))  # warm-up included
+    assert Counter(r.value().decode() for r in again) == Counter(sent), "recorded, not re-sent"
+
+
+def test_a_group_past_its_window_is_aborted_and_the_coordinator_delivers_it_once(
+    system_topics, start_coordinator, new_topic, new_group
+) -> None:
+    start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000)
+    topic = new_topic(partitions=1)
+    clock = ManualClock()
+    producer = TransactionMQProducer(new_group("PG"), commit, clock=clock)
+    producer.set_name_server_address(system_topics)
+    producer.start()
+    try:
+        wait_until(lambda: producer._committer is not None and producer._committer._lanes[0].ready,
+                   timeout=30, what="the fast path ready")  # fmt: skip
+
+        def slow_local_transaction(_msg: object, _args: object) -> TransactionStatus:
+            clock.advance(FAST_COMMIT_WINDOW_MS)  # the decision comes at the window's end
+            return TransactionStatus.COMMIT
+
+        producer.send_message_in_transaction(order(topic, "late"), slow_local_transaction)
+        committer = producer._committer
+        assert committer is not None
+        wait_until(lambda: committer.fell_back == 1, timeout=30, what="the group aborted")
+        records = read_committed(system_topics, topic, 1)
+    finally:
+        producer.shutdown()
+    assert [r.value() for r in records] == [b"late"]
+    assert committer.committed == 0
+
+
+def test_a_producer_killed_mid_group_loses_nothing_and_delivers_nothing_twice(
+    system_topics, start_coordinator, make_transaction_producer, new_topic, new_group, tmp_path
+) -> None:
+    start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000, check_max=30)
+    topic = new_topic(partitions=2)
+    group = new_group("PG")
+    database = tmp_path / "committed.txt"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _sender_script(system_topics, group, topic, database)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(
+            lambda: len(_committed_ids(database)) >= 300,
+            timeout=90,
+            what="local transactions committing",
+        )
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        _, err = child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGKILL, err.decode()[-2000:]
+
+    committed = _committed_ids(database)
+    survivor_lock = threading.Lock()
+
+    def checker(msg) -> TransactionStatus:  # type: ignore[no-untyped-def]
+        with survivor_lock:  # the database, read as the check comes
+            known = _committed_ids(database)
+        return TransactionStatus.COMMIT if msg.id in known else TransactionStatus.ROLLBACK
+
+    make_transaction_producer(group, checker)
+    records = read_committed(system_topics, topic, len(committed), timeout=120)
+    delivered = Counter((header(r, prop.UNIQ_KEY) or b"").decode() for r in records)
+    print(
+        f"killed the sender after {len(committed)} local commits; "
+        f"{len(delivered)} delivered, {sum(delivered.values())} records"
+    )
+    assert set(delivered) - committed == set(), "nothing the database did not commit"
+    assert committed - set(delivered) == set(), "no committed message lost"
+    assert [t for t, n in delivered.items() if n > 1] == [], "no message twice"
+
+
+def _committed_ids(database: Path) -> set[str]:
+    if not database.exists():
+        return set()
+    return {line for line in database.read_text().splitlines() if len(line) == 32}
+
+
+def _sender_script(bootstrap: str, group: str, topic: str, database: Path) -> str:
+    """Four threads send transactional messages for ever; a local transaction commits by
+    writing its transaction id to ``database`` before it returns COMMIT."""
+    return textwrap.dedent(
+        f"""
+        import threading
+        from adapter.client import Message, TransactionMQProducer, TransactionStatus
+        producer = TransactionMQProducer({group!r}, lambda msg: TransactionStatus.UNKNOWN)
+        producer.set_name_server_address({bootstrap!r})
+        producer.start()
+        lock = threading.Lock()
+        database = open({str(database)!r}, "a", buffering=1)
+
+        def local(msg, args):
+            with lock:
+                database.write(msg.id + "\\n")
+            return TransactionStatus.COMMIT
+
+        def send(worker):
+            for i in range(100000):
+                msg = Message({topic!r})
+                msg.set_body(f"{{worker}}-{{i}}")
+                producer.send_message_in_transaction(msg, local)
+
+        threads = [threading.Thread(target=send, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        """
+    )
+
+
+def test_the_end_of_a_fast_commit_is_marked_delivered(
+    system_topics, make_transaction_producer, new_topic, new_group
+) -> None:
+    topic = new_topic(partitions=1)
+    producer = make_transaction_producer(new_group("PG"), commit)
+    result = producer.send_message_in_transaction(order(topic, "marked"), commit)
+    ends = [
+        r
+        for r in read_committed(system_topics, naming.decode(END), 1, timeout=30)
+        if result.msg_id.encode() in (r.value() or b"")
+    ]
+    assert [header(r, DELIVERED_HEADER) for r in ends] == [b"1"]
