@@ -12,18 +12,25 @@ request; here the producer does it itself, and the coordinator only records the 
 
 Why it stays exactly once:
 
+- the message and its END commit together or not at all (one Kafka transaction);
 - a group commits only if every record of it was acknowledged before the earliest
-  ``write_by_ms`` of its decisions (born + ``FAST_COMMIT_WINDOW_MS``). The coordinator checks no
-  half message before born + ``EARLIEST_CHECK_MS``, and only after it read back, read_committed,
-  a mark it wrote to END at or after that time. The mark lies after every fast-path END in END's
-  log and cannot be read while such an END's transaction is open, so the check comes after the
-  decision was read (committed) or is gone (aborted), never during it;
+  ``write_by_ms`` of its decisions (born + ``FAST_COMMIT_WINDOW_MS``). Any other decision on the
+  same half message, a check answer, is written after its check, and the coordinator checks no
+  half message before born + ``EARLIEST_CHECK_MS`` (the window plus the clock-skew allowance).
+  So the fast-path END comes first in END's log. The coordinator reads END in order,
+  read_committed, never past a transaction still open; it applies the fast-path END, and the
+  later answer is a duplicate that delivers nothing;
+- before checking, the coordinator also reads back a mark it wrote to END at the due time; an
+  open transaction holds that back, so it does not even ask while a decision is in flight;
 - a group that cannot commit (a record refused, too late, Kafka away, a stuck call) is aborted
   and its decisions are sent again as plain END records, which lie after the aborted ones in
   END's log: the coordinator delivers those, once (the first decision wins);
 - a producer that dies mid-group leaves an open transaction that Kafka aborts after
   ``FAST_COMMIT_TRANSACTION_TIMEOUT_MS``: neither the message nor its END exists, and the
   check-back settles the half message as before.
+
+``tests/unit/transaction/test_group_commit.py`` checks this argument on a model of END's log
+(open, committed and aborted transactions, late records, skewed clocks, dead producers).
 
 Known gaps: until Kafka aborts a dead producer's transaction, read_committed readers of the
 partitions it wrote (END and the real topics) see nothing past it: up to the transaction timeout
