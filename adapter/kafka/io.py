@@ -257,6 +257,9 @@ class PartitionCounts:
                 )
             return count
 
+        count = self.count(topic, create=create)
+        if count:
+            return count  # the usual case, on every send: no retry machinery
         return keep_trying(
             lookup, when=lambda exc: isinstance(exc, MissingTopic), every_s=0.1, for_s=wait_s
         )
