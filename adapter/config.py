@@ -205,6 +205,10 @@ class ProducerConfig:
                 "transaction.timeout.ms": FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
                 **_SAFE_PRODUCER,
                 "linger.ms": 1,
+                # A lane starts its next transaction milliseconds after the last commit, while
+                # the broker may still write that commit's markers; it answers "concurrent
+                # transactions" and librdkafka asks again after this backoff (100 ms by default).
+                "retry.backoff.ms": 5,
                 "message.timeout.ms": self.send_timeout_ms,
                 "request.timeout.ms": min(self.send_timeout_ms, 30000),
                 "message.max.bytes": self.max_message_size + 2 * _HEADROOM,

@@ -35,6 +35,7 @@ fails.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -113,6 +114,7 @@ class TransactionMQProducer(ProducerBase):
         self._sender: Sender | None = None
         self._checks: CheckResponder | None = None
         self._committer: GroupCommitter | None = None
+        self._half_at: int | None = None
         self.end_failures = 0
         """END records Kafka did not take (adapter extension; the check-back settles them)."""
 
@@ -187,7 +189,8 @@ class TransactionMQProducer(ProducerBase):
             value = codec.encode(half)
         except (AdapterError, KafkaException) as exc:
             raise error(str(exc)) from exc
-        record = Outgoing(HALF, value, [(prop.UNIQ_KEY, transaction_id.encode())], None, None)
+        headers = [(prop.UNIQ_KEY, transaction_id.encode())]
+        record = Outgoing(HALF, value, headers, self._half_partition(sender), None)
         ack = sender.produce_and_ack(
             record, error, f"half message {transaction_id} for {message.topic}"
         )
@@ -217,6 +220,16 @@ class TransactionMQProducer(ProducerBase):
                 f"{naming.TRANS_HALF_TOPIC} has {half} partitions and {naming.TRANS_END_TOPIC} "
                 f"{end}; they must match (see `rmq-adapter topics init`)"
             )
+
+    def _half_partition(self, sender: Sender) -> int | None:
+        """The HALF partition of this producer's half messages, chosen once at random: each
+        fast-path group then writes one END partition (and its markers), not all of them.
+        None (any) without the fast path."""
+        if self._committer is None:
+            return None
+        if self._half_at is None:
+            self._half_at = random.randrange(sender.topics.require(HALF))  # noqa: S311
+        return self._half_at
 
     def _group_committer(self, config: ProducerConfig, sender: Sender) -> GroupCommitter:
         committer = GroupCommitter(
