@@ -8,6 +8,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 JARS_STAMP := infra/.jars/kafka/.pom.sha256
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 # The suite runs its Kafka through testcontainers on podman (infra/with-podman.sh starts and
 # stops podman's API service and builds the images). RMQ_TEST_KAFKA=process (a local broker
 # process) or KAFKA_BOOTSTRAP (an existing cluster) run it without containers.
@@ -17,7 +18,7 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test unit integration spark-test lint bench jars spark-jars images install wheel system-deps clean
+.PHONY: demo test unit integration spark-test lint bench bench-rocketmq jars spark-jars images install wheel system-deps clean
 
 demo: install jars
 	$(PY) -m demo
@@ -43,6 +44,14 @@ bench: install jars
 	$(PY) -m bench.delay
 	$(PY) -m bench.transactions
 	$(PY) -m bench.spark
+
+# The adapter beside a real Apache RocketMQ 5.4.0, same workloads, one table (bench/rocketmq.py;
+# BENCH_ARGS=--quick for a few minutes): the bench extra (RocketMQ's 5.x Python client) and the
+# RocketMQ jars (infra/rocketmq/fetch.sh, cached by its pom's hash).
+bench-rocketmq: install jars
+	$(VENV)/bin/pip install --quiet -e '.[bench]'
+	infra/rocketmq/fetch.sh
+	$(PY) -m bench.rocketmq $(BENCH_ARGS)
 
 install: $(STAMP)
 

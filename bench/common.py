@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import queue
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import NewTopic
@@ -190,3 +192,17 @@ class Coordinator:
                 self.process.kill()
                 self.process.wait(30)
         self._log.close()
+
+
+def wait_started(child: Any, ready: Any, what: str, within_s: float) -> None:
+    """Wait until child process ``child`` puts anything on ``ready``; kill it and raise if it
+    dies or takes longer than ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            ready.get(timeout=1)
+            return
+        except queue.Empty:
+            if not child.is_alive() or time.monotonic() > deadline:
+                child.kill()
+                raise RuntimeError(f"{what} did not start") from None

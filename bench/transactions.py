@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
-import queue
 import socket
 import statistics
 import threading
@@ -61,6 +60,7 @@ from bench.common import (
     now_ms,
     rate,
     reader_of_new_topic,
+    wait_started,
 )
 
 THREADS = 8
@@ -158,15 +158,7 @@ class Reader:
             target=_read, args=(bootstrap, topic, n, timeout, ready, self._out), daemon=True
         )
         self._child.start()
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                ready.get(timeout=1)
-                return
-            except queue.Empty:
-                if not self._child.is_alive() or time.monotonic() > deadline:
-                    self._child.kill()
-                    raise RuntimeError(f"the reader of {topic} did not start") from None
+        wait_started(self._child, ready, f"the reader of {topic}", 120)
 
     def wait(self) -> tuple[Got, int]:
         try:

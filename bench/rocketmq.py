@@ -1,0 +1,364 @@
+"""The adapter beside a real Apache RocketMQ 5.4.0: the same workloads, one run, one table.
+
+``python -m bench.rocketmq [--quick]`` (or ``make bench-rocketmq``) first runs every workload
+against Apache RocketMQ 5.4.0 (name server + proxy in Local mode with its embedded broker, from
+the Maven Central jars, ``bench/rocketmq_server.py``) through the official 5.x Python client
+(``bench/rocketmq_apache.py``), stops it, then runs the same workloads against the adapter on a
+Kafka broker of its own with the adapter's worker processes (``bench/rocketmq_adapter.py``).
+Never both stacks at once: they share the machine's cores with the clients.
+
+Measured on each side (100-byte bodies, 8 sending threads sharing one producer, a receiver in a
+child process that stamps when each message first arrives; latencies in ms). Both sides first
+send untimed warm-up messages (2,000 transactions and sends, 100 delayed messages): freshly
+started JVMs run cold (RocketMQ's first thousand transactions ran at a third of the warm rate).
+
+- transactional throughput: N messages (default 20,000) each in its own transaction, committed;
+  committed messages/s end to end = received / (last arrival - first send).
+- commit-to-visible, paced: P messages (default 2,000) at ~500/s, so that the figure is latency,
+  not queueing. RocketMQ: from ``tx.commit()`` returning; the adapter: from ``local_execute``
+  returning COMMIT, before the adapter's own commit step (so that step counts against it; the
+  notes give RocketMQ's figure from ``tx.commit()`` being called too). Under load: the same
+  measure over the throughput run's messages.
+- normal sync sends/s: S messages (default 20,000), ``Producer.send`` / ``send_sync``.
+- delayed messages at 1 s and 5 s (RocketMQ: ``delivery_timestamp``, which the 5.x client sends
+  in whole seconds, so a burst's messages fall due together at one or two whole seconds; the
+  adapter: delay levels 1 and 2), a burst of 400 from 8 threads and 200 paced at 20/s each.
+  Lateness = received - due time (RocketMQ: the message's delivery timestamp; the adapter: the
+  SCHEDULE record's LogAppendTime + the delay); early = received before due; lost = never received
+  within due + 60 s.
+- seed 004 (RocketMQ's own transactional example, as in ``make demo``): Num0..Num9, the local
+  transaction answers ROLLBACK for Num0 and Num1, UNKNOWN for Num8 and Num9 (the check-back then
+  answers COMMIT) and COMMIT otherwise. With the default check interval (30 s) and with 1 s
+  (RocketMQ: ``mqadmin updateBrokerConfig transactionCheckInterval 1000``; the adapter:
+  ``--check-interval-ms 1000``): which messages arrived, and how often each, watched for 10 s
+  after the last expected one arrived; 3 runs per interval (1 with ``--quick``), each on a topic
+  of its own, as RocketMQ's duplicates come in some runs and not in others.
+
+The table (workload | RocketMQ | adapter | adapter/RocketMQ, with the better direction) goes to
+the terminal and, as Markdown, to ``bench/.out/rocketmq/report.md`` for BENCHMARKS.md. ``--quick``
+makes every count small (about 5 minutes in all); the default sizes take about 8 minutes on 2
+cores. JVM, coordinator and client logs stay under ``bench/.out/rocketmq/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import adapter
+from bench.common import ROOT, machine
+from bench.rocketmq_figures import (
+    DEFAULT_CHECK_INTERVAL_MS,
+    FAST_CHECK_INTERVAL_MS,
+    SEED_EXPECTED,
+    Delayed,
+    Figures,
+    Latency,
+    Seed,
+    Sizes,
+    Throughput,
+    delay_name,
+)
+from bench.rocketmq_server import OUT, RocketMQConfig, new_run_dir, rocketmq
+
+REPORT = OUT / "report.md"
+HEADER = ("workload", "RocketMQ 5.4.0", "adapter", "adapter / RocketMQ")
+
+log = logging.getLogger("bench.rocketmq")
+
+
+# -- cells ------------------------------------------------------------------------------------
+
+
+def _rate(t: Throughput | None) -> str:
+    if t is None:
+        return "failed"
+    text = f"{t.per_second:,.0f}/s"
+    if not t.complete:
+        text += f" (INCOMPLETE: {t.received:,} of {t.sent:,})"
+    if t.errors:
+        text += f" ({t.errors} errors)"
+    return text
+
+
+def _higher(ours: Throughput | None, theirs: Throughput | None) -> str:
+    if ours is None or theirs is None or not theirs.per_second:
+        return "-"
+    return f"{ours.per_second / theirs.per_second:.2f}x (higher is better)"
+
+
+def _latency(value: Latency | None) -> str:
+    return "failed" if value is None else value.cell()
+
+
+def _lower(ours: Latency | None, theirs: Latency | None) -> str:
+    if ours is None or theirs is None:
+        return "-"
+
+    def one(a: float, b: float) -> str:
+        return f"{a / b:.2f}x" if b > 0 else "-"
+
+    return f"p50 {one(ours.p50, theirs.p50)}, p99 {one(ours.p99, theirs.p99)} (lower is better)"
+
+
+def _delayed(d: Delayed | None) -> str:
+    if d is None:
+        return "failed"
+    text = _latency(d.lateness) if d.lateness else "nothing received"
+    text += f"; {d.early} early, {d.lost} lost"
+    return text + (f", {d.duplicates} duplicates" if d.duplicates else "")
+
+
+def _delay_ratio(ours: Delayed | None, theirs: Delayed | None) -> str:
+    if ours is None or theirs is None:
+        return "-"
+    return _lower(ours.lateness, theirs.lateness)
+
+
+def _keys(keys: list[str]) -> str:
+    """Num2..Num9 for a run of consecutive keys, else the list."""
+    numbers = [int(k[3:]) for k in keys]
+    if len(numbers) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"Num{numbers[0]}..Num{numbers[-1]}"
+    return ", ".join(keys) or "nothing"
+
+
+def _exact(runs: list[Seed]) -> str:
+    return f"{sum(s.as_rocketmq for s in runs)} of {len(runs)} runs"
+
+
+def _seed(runs: list[Seed] | None) -> str:
+    """How many runs delivered exactly Num2..Num9 once each; what the others delivered; when
+    the first check came."""
+    if not runs:
+        return "failed"
+    text = f"exactly once in {_exact(runs)}"
+    for i, s in enumerate(runs, 1):
+        if s.as_rocketmq:
+            continue
+        wrong = "" if tuple(s.arrived) == SEED_EXPECTED else f"{_keys(s.arrived)} arrived"
+        dups = ", ".join(f"{k} +{n}" for k, n in sorted(s.duplicates.items()))
+        text += f"; run {i}: " + ", ".join(x for x in (wrong, dups and f"duplicates {dups}") if x)
+    firsts = [s.first_check_s for s in runs if s.first_check_s is not None]
+    if firsts:
+        low, high = f"{min(firsts):.1f}", f"{max(firsts):.1f}"
+        span = low if low == high else f"{low}-{high}"
+        text += f"; first check {span} s after sending"
+    return text
+
+
+def _seed_ratio(ours: list[Seed] | None, theirs: list[Seed] | None) -> str:
+    """Runs that delivered exactly Num2..Num9 once each (RocketMQ's documented outcome)."""
+    if not ours or not theirs:
+        return "-"
+    return f"exactly once: adapter {_exact(ours)}, RocketMQ {_exact(theirs)}"
+
+
+# -- the table --------------------------------------------------------------------------------
+
+
+def rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str, str]]:
+    return [_row(rmq, ours, *row) for row in _rows(sizes, rmq, ours)]
+
+
+def _row(rmq: Figures, ours: Figures, *cells: str) -> tuple[str, str, str, str]:
+    workload, theirs, mine, ratio = cells
+    return (
+        workload,
+        theirs if rmq.ran else "not run",
+        mine if ours.ran else "not run",
+        ratio if rmq.ran and ours.ran else "-",
+    )
+
+
+def _rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str, str]]:
+    out = [
+        (
+            f"transactional, committed msgs/s end to end ({sizes.tx_messages:,}, 8 threads, 100 B)",
+            _rate(rmq.tx),
+            _rate(ours.tx),
+            _higher(ours.tx, rmq.tx),
+        ),
+        (
+            f"commit-to-visible, paced {sizes.pace:,.0f}/s ({sizes.paced:,}): p50 / p99 / max ms",
+            _latency(rmq.tx_paced),
+            _latency(ours.tx_paced),
+            _lower(ours.tx_paced, rmq.tx_paced),
+        ),
+        (
+            "commit-to-visible under load (the throughput run): p50 / p99 / max ms",
+            _latency(rmq.tx_under_load),
+            _latency(ours.tx_under_load),
+            _lower(ours.tx_under_load, rmq.tx_under_load),
+        ),
+        (
+            f"normal sync sends/s ({sizes.normal:,}, 8 threads, 100 B)",
+            _rate(rmq.normal),
+            _rate(ours.normal),
+            _higher(ours.normal, rmq.normal),
+        ),
+    ]
+    for delay_s in sizes.delays_s:
+        for paced in (False, True):
+            name = delay_name(delay_s, paced)
+            how = (
+                f"{sizes.delay_paced} at {sizes.delay_pace:.0f}/s"
+                if paced
+                else f"burst of {sizes.delay_burst}"
+            )
+            out.append(
+                (
+                    f"delayed +{delay_s} s, {how}: lateness p50 / p99 / max ms",
+                    _delayed(rmq.delays.get(name)),
+                    _delayed(ours.delays.get(name)),
+                    _delay_ratio(ours.delays.get(name), rmq.delays.get(name)),
+                )
+            )
+    for interval, label in (
+        (DEFAULT_CHECK_INTERVAL_MS, "default check interval (30 s)"),
+        (FAST_CHECK_INTERVAL_MS, "check interval 1 s"),
+    ):
+        out.append(
+            (
+                f"seed 004 (Num0..Num9), {label}: delivered",
+                _seed(rmq.seeds.get(interval)),
+                _seed(ours.seeds.get(interval)),
+                _seed_ratio(ours.seeds.get(interval), rmq.seeds.get(interval)),
+            )
+        )
+    return out
+
+
+def markdown(table: list[tuple[str, str, str, str]]) -> str:
+    cells = [HEADER, *table]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(HEADER))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in cells
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def kafka_version() -> str:
+    found = re.search(r"<kafka.version>([^<]+)<", (ROOT / "infra" / "pom.xml").read_text())
+    return found.group(1) if found else "?"
+
+
+def report(sizes: Sizes, rmq: Figures, ours: Figures, command: str, seconds: float) -> str:
+    notes = [*rmq.notes, *ours.notes]
+    if rmq.tx_paced_from_call is not None:
+        notes.append(
+            "RocketMQ commit-to-visible (paced) from `tx.commit()` being called rather than "
+            f"returning: {rmq.tx_paced_from_call.cell()} ms"
+        )
+    for figures in (rmq, ours):
+        for interval, runs in sorted(figures.seeds.items()):
+            checks = "; ".join(
+                f"run {i}: " + (", ".join(f"{k} {at:.1f} s" for k, at in s.checks) or "none")
+                for i, s in enumerate(runs, 1)
+            )
+            notes.append(
+                f"{figures.system} seed 004, check interval {interval} ms, check-backs "
+                f"(s after the first send): {checks}"
+            )
+    quick = " (--quick)" if "--quick" in command else ""
+    lines = [
+        f"## The adapter beside Apache RocketMQ 5.4.0{quick}",
+        "",
+        f"{time.strftime('%Y-%m-%d')}, {machine()}; RocketMQ 5.4.0 (name server + proxy in Local "
+        f"mode, one broker) through rocketmq-python-client 5.1.2; rmq-kafka-adapter "
+        f"{adapter.__version__} on Apache Kafka {kafka_version()} (one local broker) with its "
+        f"worker processes. The two systems never ran at the same time; their clients ran on the "
+        f"same machine; "
+        f"{seconds / 60:.0f} minutes in all. `{command}`.",
+        "",
+        markdown(rows(sizes, rmq, ours)),
+        "",
+        f"Seed 004 expects exactly {SEED_EXPECTED[0]}..{SEED_EXPECTED[-1]}, once each; "
+        f"{sizes.seed_runs} run(s) per check interval, each on a topic of its own, duplicates "
+        f"watched for {sizes.seed_watch_s:.0f} s after the last expected message arrived.",
+    ]
+    if notes:
+        lines += ["", "Notes:", "", *(f"- {n}" for n in notes)]
+    return "\n".join(lines) + "\n"
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def run_rocketmq(sizes: Sizes, figures: Figures) -> None:
+    from bench import rocketmq_apache  # imports the 5.x client (the bench extra)
+
+    log.info("starting Apache RocketMQ 5.4.0 (name server, proxy in Local mode)...")
+    with rocketmq(RocketMQConfig(new_run_dir())) as server:
+        rocketmq_apache.run(server, sizes, figures)
+    log.info("RocketMQ stopped")
+
+
+def run_adapter(sizes: Sizes, figures: Figures) -> None:
+    from bench import rocketmq_adapter
+
+    log.info("starting a Kafka broker and the adapter's workers...")
+    rocketmq_adapter.run(sizes, figures)
+    log.info("Kafka broker and workers stopped")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small counts: a few minutes")
+    parser.add_argument(
+        "--only",
+        choices=("rocketmq", "adapter"),
+        help="run one side only (the other column stays empty)",
+    )
+    parser.add_argument("--tx-messages", type=int, help="transactional throughput messages")
+    parser.add_argument("--seed-watch", type=float, help="seconds to watch for duplicates")
+    parser.add_argument("--seed-runs", type=int, help="seed 004 runs per check interval")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = parser.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so that every JVM and worker started is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+
+    sizes = Sizes().quick() if args.quick else Sizes()
+    if args.tx_messages:
+        sizes = replace(sizes, tx_messages=args.tx_messages)
+    if args.seed_watch is not None:
+        sizes = replace(sizes, seed_watch_s=args.seed_watch)
+    if args.seed_runs:
+        sizes = replace(sizes, seed_runs=args.seed_runs)
+    rmq, ours = Figures("RocketMQ"), Figures("adapter")
+    started = time.monotonic()
+    sides: list[tuple[str, Callable[[Sizes, Figures], None], Figures]] = [
+        ("rocketmq", run_rocketmq, rmq),
+        ("adapter", run_adapter, ours),
+    ]
+    for name, run, figures in sides:
+        if args.only in (None, name):
+            load = os.getloadavg()[0]
+            figures.notes.append(
+                f"{figures.system} side: 1-minute load average {load:.1f} at start"
+            )
+            run(sizes, figures)
+    command = " ".join(["python -m bench.rocketmq", *sys.argv[1:]])
+    text = report(sizes, rmq, ours, command, time.monotonic() - started)
+    OUT.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(text)
+    print("\n" + text)
+    print(f"(also in {REPORT.relative_to(ROOT)})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,492 @@
+"""The Apache RocketMQ side of bench/rocketmq.py: the workloads through the official 5.x Python
+client (``rocketmq-python-client``, package ``rocketmq``, pure-Python gRPC) against the proxy
+that ``bench/rocketmq_server.py`` starts.
+
+- Senders: one ``Producer`` shared by 8 threads (``bench.transactions.run_threads``), as
+  applications share one. A transactional producer lists its topics (the proxy uses the topic as
+  the producer group for check-backs).
+- Receiver: a ``SimpleConsumer`` in a child process (so the senders do not hold its GIL; the
+  adapter side reads in a child process too), created after its group exists, 1.5 s between
+  ``startup()`` and the first ``receive`` (a receive right after start-up can fail with
+  ``"settings" is null``). Two threads long-poll ``receive(32)``; acks go through a small thread
+  pool. The time a message is received is when its ``receive`` call returned. The receive threads
+  are joined before ``shutdown()`` (shutting down under an in-flight long poll has lost messages).
+- The client's own log is moved from ``~/logs/rocketmq_python`` to ``bench/.out/rocketmq/``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
+
+from bench.common import wait_started
+from bench.rocketmq_figures import (
+    DEFAULT_CHECK_INTERVAL_MS,
+    FAST_CHECK_INTERVAL_MS,
+    SEED_BODIES,
+    SEED_EXPECTED,
+    SEED_KEYS,
+    SEED_ROLLBACK,
+    SEED_SEND_GAP_S,
+    SEED_UNKNOWN,
+    Delayed,
+    Figures,
+    Latency,
+    Seed,
+    Sizes,
+    Throughput,
+    body,
+    delay_name,
+    now_ms,
+)
+from bench.rocketmq_server import OUT, RocketMQ, Topic
+from bench.transactions import run_threads
+
+RECEIVE_THREADS = 2
+RECEIVE_BATCH = 32
+AWAIT_S = 3  # long-polling time of one receive
+INVISIBLE_S = 30  # a received message stays invisible this long unless acknowledged
+CLIENT_LOG = OUT / "python-client.log"
+
+log = logging.getLogger("bench.rocketmq")
+
+# Topics (4 queues each, as the adapter's 4 partitions) and the consumer group of each.
+TX_WARM = Topic("BenchTxWarmUp", "TRANSACTION")
+TX_LOAD = Topic("BenchTxLoad", "TRANSACTION")
+TX_PACED = Topic("BenchTxPaced", "TRANSACTION")
+NORMAL = Topic("BenchNormal", "NORMAL")
+DELAY_WARM = Topic("BenchDelayWarmUp", "DELAY")
+DELAY_WARM_UP = 100  # delayed messages at +1 s through the timer wheel before the timed runs
+SEED_INTERVALS = (DEFAULT_CHECK_INTERVAL_MS, FAST_CHECK_INTERVAL_MS)
+
+
+def seed_topic(check_interval_ms: int, run: int) -> Topic:
+    """A topic (and group) of its own per run: a late duplicate stays in its run."""
+    kind = "Default" if check_interval_ms == DEFAULT_CHECK_INTERVAL_MS else "Fast"
+    return Topic(f"BenchSeed{kind}{run}", "TRANSACTION")
+
+
+def delay_topic(name: str) -> Topic:
+    return Topic("BenchDelay" + name.replace(" ", ""), "DELAY")
+
+
+def group_of(topic: Topic) -> str:
+    return f"GID_{topic.name}"
+
+
+def all_topics(sizes: Sizes) -> list[Topic]:
+    delays = [delay_topic(delay_name(d, p)) for d in sizes.delays_s for p in (False, True)]
+    seeds = [seed_topic(i, run) for i in SEED_INTERVALS for run in range(1, sizes.seed_runs + 1)]
+    return [TX_WARM, TX_LOAD, TX_PACED, NORMAL, DELAY_WARM, *delays, *seeds]
+
+
+def quiet_client_log(path: Path = CLIENT_LOG) -> None:
+    """The 5.x client logs to ``~/logs/rocketmq_python`` (set up at import); log to ``path``."""
+    client = logging.getLogger("rocketmq-python-client")
+    for handler in list(client.handlers):
+        client.removeHandler(handler)
+        handler.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d [%(levelname)s] %(message)s"))
+    client.addHandler(handler)
+    client.setLevel(logging.WARNING)
+
+
+def configuration(endpoints: str) -> ClientConfiguration:
+    return ClientConfiguration(endpoints, Credentials(), request_timeout=3)
+
+
+# -- the receiver, in a child process ----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Arrivals:
+    """What a receiver saw: first arrival (epoch ms), deliveries and due time per body."""
+
+    first: dict[bytes, int] = field(default_factory=dict)
+    deliveries: Counter[bytes] = field(default_factory=Counter)
+    due: dict[bytes, int] = field(default_factory=dict)  # delivery_timestamp, ms
+    errors: int = 0
+    first_error: str | None = None
+
+    @property
+    def duplicates(self) -> int:
+        return sum(n - 1 for n in self.deliveries.values())
+
+
+def _receive(
+    endpoints: str,
+    topic: str,
+    group: str,
+    prefix: bytes,
+    n: int,
+    timeout_s: float,
+    linger_s: float,
+    ready: Any,
+    out: Any,
+) -> None:
+    """Receive until ``n`` distinct bodies starting with ``prefix`` arrived (or the deadline),
+    then ``linger_s`` more for duplicates; put the ``Arrivals`` on ``out``."""
+    quiet_client_log()
+    consumer = SimpleConsumer(
+        configuration(endpoints), group, {topic: FilterExpression()}, await_duration=AWAIT_S
+    )
+    consumer.startup()
+    seen = Arrivals()
+    lock = threading.Lock()
+    enough = threading.Event()
+    stop = threading.Event()
+    acks = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="ack")
+    counted = 0
+
+    def loop() -> None:
+        nonlocal counted
+        while not stop.is_set():
+            try:
+                batch = consumer.receive(RECEIVE_BATCH, INVISIBLE_S)
+            except Exception as exc:  # noqa: BLE001 - counted; the loop has a deadline
+                with lock:
+                    seen.errors += 1
+                    seen.first_error = seen.first_error or f"{type(exc).__name__}: {exc}"
+                stop.wait(0.2)
+                continue
+            at = now_ms()
+            with lock:
+                for m in batch or ():
+                    b = bytes(m.body)
+                    seen.deliveries[b] += 1
+                    if b not in seen.first:
+                        seen.first[b] = at
+                        counted += b.startswith(prefix)
+                    if m.delivery_timestamp:
+                        seen.due[b] = int(m.delivery_timestamp)
+                if counted >= n:
+                    enough.set()
+            for m in batch or ():
+                acks.submit(consumer.ack, m).add_done_callback(acked)
+
+    def acked(future: concurrent.futures.Future[None]) -> None:
+        exc = future.exception()
+        if exc is not None:  # the message comes again after INVISIBLE_S: a duplicate
+            with lock:
+                seen.errors += 1
+                seen.first_error = seen.first_error or f"ack: {type(exc).__name__}: {exc}"
+
+    try:
+        time.sleep(1.5)  # the proxy registers the client's settings first
+        threads = [threading.Thread(target=loop, daemon=True) for _ in range(RECEIVE_THREADS)]
+        for t in threads:
+            t.start()
+        ready.put(True)
+        if enough.wait(timeout_s):
+            time.sleep(linger_s)
+        stop.set()
+        for t in threads:
+            t.join(AWAIT_S + 10)
+        acks.shutdown(wait=True)
+    finally:
+        consumer.shutdown()
+    with lock:
+        out.put(seen)
+
+
+class Receiver:
+    """A ``SimpleConsumer`` of ``topic`` in a child process, receiving from before the first
+    message is sent."""
+
+    def __init__(
+        self,
+        endpoints: str,
+        topic: Topic,
+        prefix: bytes,
+        n: int,
+        timeout_s: float,
+        linger_s: float = 1.0,
+    ) -> None:
+        context = multiprocessing.get_context("spawn")
+        ready, self._out = context.Queue(), context.Queue()
+        self._wait_s = timeout_s + linger_s + AWAIT_S + 60
+        self._child = context.Process(
+            target=_receive,
+            args=(
+                endpoints,
+                topic.name,
+                group_of(topic),
+                prefix,
+                n,
+                timeout_s,
+                linger_s,
+                ready,
+                self._out,
+            ),
+            daemon=True,
+        )
+        self._child.start()
+        wait_started(self._child, ready, f"the receiver of {topic.name}", 60)
+
+    def wait(self) -> Arrivals:
+        try:
+            seen: Arrivals = self._out.get(timeout=self._wait_s)
+        finally:
+            self._child.join(30)
+            if self._child.is_alive():
+                self._child.kill()
+                self._child.join(10)
+        if seen.errors:
+            log.debug("receiver: %d receive errors, first: %s", seen.errors, seen.first_error)
+        return seen
+
+
+# -- the workloads -----------------------------------------------------------------------------
+
+
+class CommitChecker(TransactionChecker):
+    """Answers COMMIT; notes each check-back (key, epoch ms)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def check(self, message: Message) -> TransactionResolution:
+        self.calls.append((",".join(sorted(message.keys)), now_ms()))
+        return TransactionResolution.COMMIT
+
+
+def _started(producer: Producer) -> Producer:
+    producer.startup()
+    return producer
+
+
+def transactions(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+    """Throughput (8 threads, 100 B, committed end to end) and paced commit-to-visible."""
+    checker = CommitChecker()
+    producer = _started(
+        Producer(
+            configuration(server.endpoints), (TX_WARM.name, TX_LOAD.name, TX_PACED.name), checker
+        )
+    )
+    committed: dict[bytes, int] = {}
+    commit_called: dict[bytes, int] = {}
+
+    def send(topic: Topic, payload: bytes) -> None:
+        m = Message()
+        m.topic = topic.name
+        m.body = payload
+        tx = producer.begin_transaction()
+        producer.send(m, tx)
+        called = now_ms()
+        tx.commit()
+        committed[payload] = now_ms()
+        commit_called[payload] = called
+
+    try:
+        # Untimed warm-up through a receiver of its own: the JVM's JIT, routes, connections.
+        w = sizes.warm_up
+        log.info("RocketMQ: warm-up, %d transactions (untimed)", w)
+        receiver = Receiver(server.endpoints, TX_WARM, b"w:", w, timeout_s=max(120.0, w / 20))
+        run_threads(w, lambda i: send(TX_WARM, body("w", i)), deadline_s=max(300, w / 10))
+        receiver.wait()
+        checks_before = len(checker.calls)
+
+        n = sizes.tx_messages
+        log.info("RocketMQ: transactional throughput, %d messages from 8 threads", n)
+        receiver = Receiver(server.endpoints, TX_LOAD, b"t:", n, timeout_s=max(180.0, n / 50))
+        sent = run_threads(n, lambda i: send(TX_LOAD, body("t", i)), deadline_s=max(600, n / 20))
+        seen = receiver.wait()
+        got = {b: at for b, at in seen.first.items() if b.startswith(b"t:")}
+        figures.tx = Throughput.end_to_end(sent, got, n)
+        figures.tx_under_load = Latency.of([at - committed[b] for b, at in got.items()])
+        if sent.first_error:
+            figures.notes.append(f"RocketMQ transactional sends: {sent.first_error}")
+        checks = len(checker.calls) - checks_before
+        if seen.duplicates or checks:
+            figures.notes.append(
+                f"RocketMQ transactional throughput: {seen.duplicates} duplicate deliveries, "
+                f"{checks} check-backs (all messages were committed at once)"
+            )
+
+        committed.clear()
+        commit_called.clear()
+        n, pace = sizes.paced, sizes.pace
+        log.info("RocketMQ: commit-to-visible, %d messages at %.0f/s", n, pace)
+        receiver = Receiver(server.endpoints, TX_PACED, b"l:", n, timeout_s=n / pace + 120)
+        run_threads(
+            n,
+            lambda i: send(TX_PACED, body("l", i)),
+            deadline_s=n / pace + 120,
+            per_second=pace,
+        )
+        seen = receiver.wait()
+        got = {b: at for b, at in seen.first.items() if b in committed}
+        figures.tx_paced = Latency.of([at - committed[b] for b, at in got.items()])
+        figures.tx_paced_from_call = Latency.of([at - commit_called[b] for b, at in got.items()])
+        if len(got) < n:
+            figures.notes.append(f"RocketMQ paced transactions: {n - len(got)} of {n} not seen")
+    finally:
+        producer.shutdown()
+
+
+def normal_sends(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+    """Sync sends of normal messages, 8 threads, 100 B: sends/s."""
+    producer = _started(Producer(configuration(server.endpoints), (NORMAL.name,)))
+
+    def send(i: int) -> None:
+        m = Message()
+        m.topic = NORMAL.name
+        m.body = body("n", i)
+        m.tag = "TagA"
+        m.keys = "k1"
+        producer.send(m)
+
+    try:
+        run_threads(sizes.warm_up, lambda i: send(-1 - i), deadline_s=300)  # untimed warm-up
+        n = sizes.normal
+        sent = run_threads(n, send, deadline_s=max(600, n / 20))
+        figures.normal = Throughput.of_sends(sent)
+    finally:
+        producer.shutdown()
+
+
+def delays(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+    """Delayed messages (``delivery_timestamp``, whole seconds): burst and paced, per delay."""
+    names = [(d, p, delay_name(d, p)) for d in sizes.delays_s for p in (False, True)]
+    producer = _started(
+        Producer(
+            configuration(server.endpoints),
+            [DELAY_WARM.name, *(delay_topic(name).name for *_, name in names)],
+        )
+    )
+    try:
+        # Untimed warm-up: a burst at +1 s through the timer wheel.
+        receiver = Receiver(server.endpoints, DELAY_WARM, b"w:", DELAY_WARM_UP, timeout_s=90)
+
+        def warm(i: int) -> None:
+            m = Message()
+            m.topic = DELAY_WARM.name
+            m.body = body("w", i)
+            m.delivery_timestamp = math.ceil(time.time() + 1)
+            producer.send(m)
+
+        run_threads(DELAY_WARM_UP, warm, deadline_s=120)
+        receiver.wait()
+        for delay_s, paced, name in names:
+            topic = delay_topic(name)
+            n = sizes.delay_paced if paced else sizes.delay_burst
+            pace = sizes.delay_pace if paced else 0.0
+
+            def send(i: int, topic: Topic = topic, delay_s: int = delay_s) -> None:
+                m = Message()
+                m.topic = topic.name
+                m.body = body("d", i)
+                # Whole seconds on the wire: due at the first whole second >= now + delay.
+                m.delivery_timestamp = math.ceil(time.time() + delay_s)
+                producer.send(m)
+
+            log.info("RocketMQ: delayed messages, %s (%d)", name, n)
+            send_s = n / pace if pace else 10.0
+            receiver = Receiver(server.endpoints, topic, b"d:", n, timeout_s=send_s + delay_s + 60)
+            sent = run_threads(n, send, deadline_s=send_s + 120, per_second=pace)
+            seen = receiver.wait()
+            late = [at - seen.due[b] for b, at in seen.first.items() if b in seen.due]
+            figures.delays[name] = Delayed(
+                sent=sent.count,
+                received=len(seen.first),
+                lateness=Latency.of(late),
+                early=sum(1 for v in late if v < 0),
+                duplicates=seen.duplicates,
+            )
+            if sent.errors:
+                figures.notes.append(f"RocketMQ delay {name}: {sent.errors} send errors")
+    finally:
+        producer.shutdown()
+
+
+def seed(
+    server: RocketMQ, check_interval_ms: int, run: int, watch_s: float, figures: Figures
+) -> None:
+    """Seed 004: Num0..Num9 in transactions, answers per key; deliveries per key. The broker
+    must run with ``check_interval_ms`` already."""
+    topic = seed_topic(check_interval_ms, run)
+    checker = CommitChecker()
+    producer = _started(Producer(configuration(server.endpoints), (topic.name,), checker))
+    try:
+        # The first check comes after transactionTimeOut (6 s) at the check service's next run
+        # (every transactionCheckInterval), so up to about 6 s + one interval.
+        timeout_s = 6 + 2 * check_interval_ms / 1000 + 30
+        receiver = Receiver(
+            server.endpoints, topic, b"Hello", len(SEED_EXPECTED), timeout_s, linger_s=watch_s
+        )
+        started = now_ms()
+        for key in SEED_KEYS:
+            m = Message()
+            m.topic = topic.name
+            m.body = SEED_BODIES[key]
+            m.keys = key
+            tx = producer.begin_transaction()
+            producer.send(m, tx)
+            if key in SEED_ROLLBACK:
+                tx.rollback()
+            elif key not in SEED_UNKNOWN:
+                tx.commit()
+            # UNKNOWN: neither; the broker checks back later.
+            time.sleep(SEED_SEND_GAP_S)
+        seen = receiver.wait()
+        key_of = {b: k for k, b in SEED_BODIES.items()}
+        checks = [(key, (at - started) / 1000) for key, at in checker.calls]
+        figures.seeds.setdefault(check_interval_ms, []).append(
+            Seed(
+                deliveries={key_of[b]: n for b, n in seen.deliveries.items() if b in key_of},
+                checks=checks,
+                first_check_s=min((s for _, s in checks), default=None),
+            )
+        )
+    finally:
+        producer.shutdown()
+
+
+def run(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+    """Every workload against the running ``server``, in the table's order (the seed runs last:
+    the second one changes the broker's check interval)."""
+    quiet_client_log()
+    topics = all_topics(sizes)
+    server.create_topics(topics)
+    server.create_groups([group_of(t) for t in topics if t is not NORMAL])
+    figures.attempt(
+        "transactional throughput and latency", lambda: transactions(server, sizes, figures)
+    )
+    figures.attempt("normal sync sends", lambda: normal_sends(server, sizes, figures))
+    figures.attempt("delayed messages", lambda: delays(server, sizes, figures))
+    for interval in SEED_INTERVALS:
+        if interval != DEFAULT_CHECK_INTERVAL_MS:
+            figures.attempt(
+                f"transactionCheckInterval {interval} ms (mqadmin updateBrokerConfig)",
+                lambda interval=interval: server.set_broker_config(
+                    "transactionCheckInterval", str(interval)
+                ),
+            )
+        for run in range(1, sizes.seed_runs + 1):
+            figures.attempt(
+                f"seed 004, check interval {interval} ms, run {run} of {sizes.seed_runs}",
+                lambda interval=interval, run=run: seed(
+                    server, interval, run, sizes.seed_watch_s, figures
+                ),
+            )
