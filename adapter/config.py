@@ -118,7 +118,7 @@ class KafkaSettings:
         return conf
 
 
-FAST_COMMIT_WINDOW_MS = 1_500
+FAST_COMMIT_WINDOW_MS = 1_000
 """A producer commits a decision in its own Kafka transaction (the fast path) only when every
 record of that transaction was acknowledged within this long of the half message's birth; later
 decisions go through the coordinator."""

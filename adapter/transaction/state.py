@@ -9,7 +9,7 @@ carries ``now_ms``):
   half message with ``CHECK_IMMUNITY_TIME_IN_SECONDS`` is refused past max(immunity, timeout),
   as RocketMQ 5.1.1+ does;
 - each pending half message has its own due time: born + immunity (the transaction timeout,
-  6 s, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``; never less than ``EARLIEST_CHECK_MS``, 2 s),
+  6 s, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``; never less than ``EARLIEST_CHECK_MS``, 1.5 s),
   then every check interval (30 s); at a due time it is checked, or discarded once it was
   checked ``check_max`` (15) times or is older than the retention (72 h).
 

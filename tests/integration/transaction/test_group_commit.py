@@ -118,7 +118,7 @@ def test_a_producer_killed_mid_group_loses_nothing_and_delivers_nothing_twice(
     )
     try:
         wait_until(
-            lambda: len(_committed_ids(database)) >= 300,
+            lambda: len(_committed_ids(database)) >= 150,
             timeout=90,
             what="local transactions committing",
         )

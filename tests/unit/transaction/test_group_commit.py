@@ -24,7 +24,7 @@ from adapter.config import (
 from adapter.transaction.state import Check, Commit, Discard, HalfInfo, PartitionState
 from adapter.wire.records import EndTransaction, TransactionDecision
 
-POLICY = CheckPolicy(transaction_timeout_ms=1_000, check_interval_ms=3_000, check_max=50)
+POLICY = CheckPolicy(transaction_timeout_ms=500, check_interval_ms=3_000, check_max=50)
 GROUP = "PG_ORDERS"
 COMMIT, ROLLBACK = TransactionDecision.COMMIT, TransactionDecision.ROLLBACK
 
@@ -207,7 +207,7 @@ steps = st.lists(
         st.just(("answer_checks",)),
         st.tuples(
             st.just("tick"),
-            st.sampled_from([1, 100, 499, 500, 501, 1_000, 1_499, 1_500, 2_000, 6_000]),
+            st.sampled_from([1, 100, 499, 500, 501, 600, 999, 1_000, 1_499, 1_500, 2_000, 6_000]),
         ),
     ),
     max_size=60,
@@ -243,7 +243,7 @@ LATE_RECORDS = [
 EARLY_CHECK = [
     ("send",),
     ("decide", 0, COMMIT),
-    ("tick", 1_000),
+    ("tick", 600),
     ("coordinate",),
     ("coordinate",),
     ("answer_checks",),
