@@ -76,7 +76,7 @@ spark-jars: install | system-deps
 images: jars
 	infra/images.sh
 
-$(JARS_STAMP): infra/pom.xml infra/fetch-jars.sh | system-deps
+$(JARS_STAMP): infra/pom.xml infra/fetch-jars.sh infra/fetch-maven.sh | system-deps
 	infra/fetch-jars.sh
 
 # Java 17 and Maven come with this machine kind; install them from Debian if they are missing.
