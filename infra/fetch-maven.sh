@@ -13,7 +13,7 @@ fi
 command -v mvn >/dev/null || { echo "fetch $name: Maven (mvn) is missing; install it (apt-get install maven)" >&2; exit 1; }
 rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
 echo "fetch $name: fetching its jars from Maven Central..."
-mvn -q -B -f "$pom" dependency:copy-dependencies \
+mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
   -DincludeScope=runtime -DoutputDirectory="$dest.tmp"
 echo "$want" > "$dest.tmp/.pom.sha256"
 rm -rf "$dest" && mv "$dest.tmp" "$dest"
