@@ -14,7 +14,7 @@ command -v mvn >/dev/null || { echo "fetch $name: Maven (mvn) is missing; instal
 rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
 echo "fetch $name: fetching its jars from Maven Central..."
 mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies \
-  -DincludeScope=runtime -DoutputDirectory="$dest.tmp" | sed -e 's/\x1b\[[0-9;]*m//g' -e '/^$/d'
+  -DincludeScope=runtime -DoutputDirectory="$dest.tmp" 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g' -e '/^$/d'
 echo "$want" > "$dest.tmp/.pom.sha256"
 rm -rf "$dest" && mv "$dest.tmp" "$dest"
 echo "fetch $name: $(ls "$dest" | wc -l) jars in infra/.jars/$name"
