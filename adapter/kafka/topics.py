@@ -12,8 +12,13 @@ topics break them:
 3. ``SCHEDULE_TOPIC_XXXX`` stamps records with the broker's clock
    (``message.timestamp.type=LogAppendTime``): due time = store time + level delay.
 
+Replication (:func:`replication_for`): on a cluster of three brokers or more the topics get
+replication factor 3 and ``min.insync.replicas`` 2, and a lower factor is refused unless asked
+for; on one or two brokers, factor 1. RocketMQ's equivalent is its master/slave layout.
+
 Known gaps: RocketMQ uses one half queue; we use H (default 8) so coordinators scale out.
 The layout is fixed at creation: changing H later needs a migration, which is not provided.
+The replication of topics that exist already is not checked or changed.
 """
 
 from __future__ import annotations
@@ -37,24 +42,86 @@ LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 CO_PARTITIONED = (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)
 
 
+SAFE_REPLICATION = 3
+"""The replication factor of the system topics on a cluster of this many brokers or more."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replication:
+    """Kafka's replication factor and ``min.insync.replicas`` of the system topics."""
+
+    factor: int
+    min_insync: int
+
+
+def replication_for(
+    brokers: int,
+    factor: int | None = None,
+    min_insync: int | None = None,
+    *,
+    allow_under_replicated: bool = False,
+) -> Replication:
+    """The replication of the system topics on a cluster of ``brokers``: the asked factor and
+    minimum, or the defaults (3 and 2 on three brokers or more, else 1 and 1). Raises
+    :class:`TopicLayoutError` for a layout the cluster cannot hold, and for a factor below 3 on
+    three brokers or more unless ``allow_under_replicated``: one broker lost would lose
+    transactions in flight and delayed messages."""
+    if factor is None:
+        factor = SAFE_REPLICATION if brokers >= SAFE_REPLICATION else 1
+    if factor < 1:
+        raise TopicLayoutError(f"the replication factor must be positive, got {factor}")
+    if factor > brokers:
+        raise TopicLayoutError(
+            f"replication factor {factor} needs {factor} brokers; the cluster has {brokers}"
+        )
+    if brokers >= SAFE_REPLICATION and factor < SAFE_REPLICATION and not allow_under_replicated:
+        raise TopicLayoutError(
+            f"refusing replication factor {factor} on a cluster of {brokers} brokers: the system "
+            "topics hold transactions in flight and delayed messages, which one lost broker "
+            f"would lose; use {SAFE_REPLICATION} (the default here) or pass "
+            "--allow-under-replicated"
+        )
+    if min_insync is None:
+        min_insync = factor - 1 if factor >= SAFE_REPLICATION else 1
+    if not 1 <= min_insync <= factor:
+        raise TopicLayoutError(
+            f"min.insync.replicas must be between 1 and the replication factor {factor}, "
+            f"got {min_insync}"
+        )
+    return Replication(factor, min_insync)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicSpec:
     name: str
     partitions: int
     configs: Mapping[str, str] = field(default_factory=dict)
+    replication: Replication | None = None
+    """None: the broker's defaults."""
+
+    def new_topic(self) -> NewTopic:
+        """The admin request that creates this topic."""
+        config = dict(self.configs)
+        factor = -1
+        if self.replication is not None:
+            factor = self.replication.factor
+            config["min.insync.replicas"] = str(self.replication.min_insync)
+        return NewTopic(self.name, self.partitions, factor, config=config)
 
 
 def system_layout(
-    half_partitions: int = DEFAULT_HALF_PARTITIONS, levels: DelayLevels | None = None
+    half_partitions: int = DEFAULT_HALF_PARTITIONS,
+    levels: DelayLevels | None = None,
+    replication: Replication | None = None,
 ) -> list[TopicSpec]:
     if half_partitions <= 0:
         raise TopicLayoutError(f"half partitions must be positive, got {half_partitions}")
     levels = levels or DelayLevels.parse()
     return [
-        *(TopicSpec(name, half_partitions) for name in CO_PARTITIONED),
-        TopicSpec(naming.TRANS_CHECK_MAX_TIME_TOPIC, 1),
-        TopicSpec(naming.SCHEDULE_TOPIC, levels.max_level, LOG_APPEND_TIME),
-        TopicSpec(naming.POISON_TOPIC, 1),
+        *(TopicSpec(name, half_partitions, replication=replication) for name in CO_PARTITIONED),
+        TopicSpec(naming.TRANS_CHECK_MAX_TIME_TOPIC, 1, replication=replication),
+        TopicSpec(naming.SCHEDULE_TOPIC, levels.max_level, LOG_APPEND_TIME, replication),
+        TopicSpec(naming.POISON_TOPIC, 1, replication=replication),
     ]
 
 
@@ -127,8 +194,7 @@ def init_topics(
     if not missing:
         return []
     futures = admin.create_topics(
-        [NewTopic(s.name, s.partitions, -1, config=dict(s.configs)) for s in missing],
-        operation_timeout=timeout_s,
+        [spec.new_topic() for spec in missing], operation_timeout=timeout_s
     )
     created = []
     for name, future in futures.items():

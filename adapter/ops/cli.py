@@ -164,11 +164,35 @@ def topics_group() -> None:
     default=None,
     help="Partitions of the HALF, END and OP topics (default: the existing count, else 8).",
 )
+@option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Replication factor of new system topics (default: 3 on three brokers or more, else 1).",
+)
+@option(
+    "--min-insync-replicas",
+    type=click.IntRange(min=1),
+    default=None,
+    help="min.insync.replicas of new system topics (default: the factor - 1, at least 1).",
+)
+@option(
+    "--allow-under-replicated",
+    is_flag=True,
+    default=False,
+    help="Accept a replication factor below 3 on a cluster of three brokers or more.",
+)
 @_delay_levels
 @_timeout
 @_clear_errors
 def topics_init(
-    bootstrap: str, half_partitions: int | None, delay_levels: str, timeout: float
+    bootstrap: str,
+    half_partitions: int | None,
+    replication_factor: int | None,
+    min_insync_replicas: int | None,
+    allow_under_replicated: bool,
+    delay_levels: str,
+    timeout: float,
 ) -> None:
     """Create the system topics idempotently; refuse layouts that break the rules."""
     levels = DelayLevels.parse(delay_levels)
@@ -179,11 +203,20 @@ def topics_init(
         or topics.existing_half_partitions(metadata)
         or topics.DEFAULT_HALF_PARTITIONS
     )
-    layout = topics.system_layout(partitions, levels)
+    replication = topics.replication_for(
+        len(metadata.brokers),
+        replication_factor,
+        min_insync_replicas,
+        allow_under_replicated=allow_under_replicated,
+    )
+    layout = topics.system_layout(partitions, levels, replication)
     created = topics.init_topics(conf, layout, timeout)
     for spec in layout:
         state = "created" if spec.name in created else "ok"
-        click.echo(f"{state:8} {spec.name} ({plural(spec.partitions, 'partition')})")
+        shape = plural(spec.partitions, "partition")
+        if spec.name in created:
+            shape += f", replication {replication.factor}, min ISR {replication.min_insync}"
+        click.echo(f"{state:8} {spec.name} ({shape})")
 
 
 # -- status -------------------------------------------------------------------------------

@@ -49,6 +49,12 @@ def test_topics_init_refuses_a_layout_that_breaks_the_rules_and_says_why(
     assert "SCHEDULE_TOPIC_XXXX has 18 partitions, expected 2" in levels.stderr
 
 
+def test_topics_init_refuses_a_replication_the_cluster_cannot_hold(kafka_bootstrap: str) -> None:
+    refused = run("topics", "init", "--bootstrap", kafka_bootstrap, "--replication-factor", "3")
+    assert refused.returncode == 1
+    assert "replication factor 3 needs 3 brokers; the cluster has 1" in refused.stderr
+
+
 def test_a_bad_delay_level_string_is_a_clear_error(kafka_bootstrap: str) -> None:
     bad = run("topics", "init", "--bootstrap", kafka_bootstrap, "--delay-levels", "1s 5x")
     assert bad.returncode == 1

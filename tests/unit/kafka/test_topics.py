@@ -5,7 +5,7 @@ import pytest
 from adapter import naming
 from adapter.delay import DelayLevels
 from adapter.exceptions import TopicLayoutError
-from adapter.kafka.topics import layout_problems, system_layout
+from adapter.kafka.topics import Replication, layout_problems, replication_for, system_layout
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -57,3 +57,36 @@ def test_a_schedule_topic_stamped_with_create_time_is_refused() -> None:
 def test_zero_half_partitions_is_an_error() -> None:
     with pytest.raises(TopicLayoutError):
         system_layout(0)
+
+
+@pytest.mark.parametrize(
+    ("brokers", "factor", "min_insync"), [(1, 1, 1), (2, 1, 1), (3, 3, 2), (5, 3, 2)]
+)
+def test_the_default_replication_suits_the_cluster(
+    brokers: int, factor: int, min_insync: int
+) -> None:
+    assert replication_for(brokers) == Replication(factor, min_insync)
+
+
+def test_a_replication_below_three_on_a_production_cluster_is_refused_unless_asked_for() -> None:
+    with pytest.raises(TopicLayoutError, match="refusing replication factor 2 on a cluster of 3"):
+        replication_for(3, 2)
+    assert replication_for(3, 2, allow_under_replicated=True) == Replication(2, 1)
+
+
+def test_a_replication_the_cluster_cannot_hold_is_refused_with_the_broker_count() -> None:
+    with pytest.raises(TopicLayoutError, match="factor 3 needs 3 brokers; the cluster has 1"):
+        replication_for(1, 3)
+    with pytest.raises(TopicLayoutError, match="between 1 and the replication factor 3, got 4"):
+        replication_for(3, 3, 4)
+
+
+def test_new_system_topics_carry_their_replication_and_min_isr() -> None:
+    layout = system_layout(8, replication=Replication(3, 2))
+    schedule = next(s for s in layout if s.name == naming.SCHEDULE_TOPIC).new_topic()
+    assert schedule.replication_factor == 3
+    assert schedule.config == {
+        "message.timestamp.type": "LogAppendTime",
+        "min.insync.replicas": "2",
+    }
+    assert system_layout(8)[0].new_topic().replication_factor == -1  # the broker's default
