@@ -8,7 +8,8 @@ request; here the producer does it itself, and the coordinator only records the 
   producer's current Kafka transaction; a ROLLBACK writes only its END;
 - a group committer commits every ``group_commit_ms`` (or ``max_group`` decisions), so one Kafka
   transaction carries many RocketMQ commits. Lanes (transactional producers) take turns:
-  one takes decisions while another commits, so no sender waits for a commit.
+  one takes decisions while up to two others commit, so no sender waits for a commit and, under
+  load, no group waits for the one before it.
 
 Why it stays exactly once:
 
@@ -32,7 +33,9 @@ Why it stays exactly once:
 ``tests/unit/transaction/test_group_commit.py`` checks this argument on a model of END's log
 (open, committed and aborted transactions, late records, skewed clocks, dead producers).
 
-Known gaps: until Kafka aborts a dead producer's transaction, read_committed readers of the
+Known gaps: two groups commit concurrently, so a later decision of a producer may become
+visible before an earlier one (RocketMQ does not order transactional messages either). Until
+Kafka aborts a dead producer's transaction, read_committed readers of the
 partitions it wrote (END and the real topics) see nothing past it: up to the transaction timeout
 plus the broker's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``. Each producer
 instance has transactional ids of its own (random), so a restarted process does not fence its
@@ -57,6 +60,9 @@ from adapter.wire.records import EndTransaction
 
 log = logging.getLogger("adapter.transaction")
 
+COMMITTERS = 2
+"""Threads that commit, each one lane at a time: two Kafka transactions of a producer can be
+committing at once, so that under load a group does not wait for the commit before it."""
 LANES = 4
 """Transactional producers taking turns. Kafka answers "concurrent transactions" to a producer
 that starts its next transaction while the markers of its last commit are still being written,
@@ -82,6 +88,7 @@ class _Lane:
     group: list[Decision] = field(default_factory=list)
     opened_s: float = 0.0
     ready: bool = False
+    committing: bool = False
     broken: str | None = None
     """Why a decision could not be added to the open transaction (it must then abort)."""
 
@@ -115,7 +122,7 @@ class GroupCommitter:
         self._current = 0
         self._cond = threading.Condition()
         self._closing = False
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._unavailable = False
         self.committed = 0
         """Decisions committed on the fast path."""
@@ -127,8 +134,12 @@ class GroupCommitter:
     def start(self, wait_s: float = 0.0) -> None:
         """Start committing; wait up to ``wait_s`` for the first producer to be ready (until
         then decisions go the plain way)."""
-        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"group-commit-{i}", daemon=True)
+            for i in range(COMMITTERS)
+        ]
+        for thread in self._threads:
+            thread.start()
         with self._cond:
             self._cond.wait_for(lambda: self._lanes[0].ready, wait_s)
 
@@ -137,10 +148,11 @@ class GroupCommitter:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            if self._thread.is_alive():
-                log.error("the group committer did not stop within %g s", timeout_s)
+        deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - SYSTEM_CLOCK.monotonic()))
+        if any(thread.is_alive() for thread in self._threads):
+            log.error("the group committer did not stop within %g s", timeout_s)
         self._stopping.set()
         for lane in self._lanes:
             lane.tx.close()
@@ -174,19 +186,37 @@ class GroupCommitter:
 
     # -- the committer's side -----------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _run(self, index: int) -> None:
         while True:
-            for lane in self._lanes:
-                self._prepare(lane)
+            if index == 0:  # one thread starts producers, so no lane gets two
+                for lane in self._lanes:
+                    self._prepare(lane)
             with self._cond:
                 lane = self._lanes[self._current]
                 if not self._due(lane):
-                    if self._closing and not lane.group and not lane.tx.in_transaction:
+                    if self._closing and not any(x.group or x.committing for x in self._lanes):
                         return
                     self._cond.wait(self._wait_s(lane))
                     continue
-                self._current = (self._current + 1) % len(self._lanes)
-            self._finish(lane)
+                following = self._free_lane()
+                if following is None:  # every other lane is committing: wait for one
+                    self._cond.wait(IDLE_WAIT_S)
+                    continue
+                lane.committing = True
+                self._current = following
+            try:
+                self._finish(lane)
+            finally:
+                with self._cond:
+                    lane.committing = False
+                    self._cond.notify_all()
+
+    def _free_lane(self) -> int | None:
+        """The next lane, in turn, that is not committing (a ready one if any)."""
+        count = len(self._lanes)
+        turn = [(self._current + i) % count for i in range(1, count)]
+        free = [i for i in turn if not self._lanes[i].committing]
+        return next((i for i in free if self._lanes[i].ready), free[0] if free else None)
 
     def _due(self, lane: _Lane) -> bool:
         if lane.broken:
@@ -205,7 +235,7 @@ class GroupCommitter:
     def _prepare(self, lane: _Lane) -> None:
         """A lane without a usable producer gets a new one (its first, or after a failure);
         senders fall back to the plain path meanwhile."""
-        if lane.ready or self._closing:
+        if lane.ready or lane.committing or self._closing:
             return
         try:
             lane.tx.producer  # noqa: B018 - starts and initialises it
