@@ -8,8 +8,7 @@ request; here the producer does it itself, and the coordinator only records the 
   producer's current Kafka transaction; a ROLLBACK writes only its END;
 - a group committer commits every ``group_commit_ms`` (or ``max_group`` decisions), so one Kafka
   transaction carries many RocketMQ commits. Lanes (transactional producers) take turns:
-  one takes decisions while up to two others commit, so no sender waits for a commit and, under
-  load, no group waits for the one before it.
+  one takes decisions while another commits, so no sender waits for a commit.
 
 Why it stays exactly once:
 
@@ -33,9 +32,9 @@ Why it stays exactly once:
 ``tests/unit/transaction/test_group_commit.py`` checks this argument on a model of END's log
 (open, committed and aborted transactions, late records, skewed clocks, dead producers).
 
-Known gaps: two groups commit concurrently, so a later decision of a producer may become
-visible before an earlier one (RocketMQ does not order transactional messages either). Until
-Kafka aborts a dead producer's transaction, read_committed readers of the
+Known gaps: with more than one committer (``COMMITTERS``), a later decision of a producer may
+become visible before an earlier one (RocketMQ does not order transactional messages either).
+Until Kafka aborts a dead producer's transaction, read_committed readers of the
 partitions it wrote (END and the real topics) see nothing past it: up to the transaction timeout
 plus the broker's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``. Each producer
 instance has transactional ids of its own (random), so a restarted process does not fence its
@@ -60,9 +59,14 @@ from adapter.wire.records import EndTransaction
 
 log = logging.getLogger("adapter.transaction")
 
-COMMITTERS = 2
-"""Threads that commit, each one lane at a time: two Kafka transactions of a producer can be
-committing at once, so that under load a group does not wait for the commit before it."""
+COMMITTERS = 1
+"""Threads that commit, each one lane at a time. With 2, two Kafka transactions of a producer
+commit at once: in A/B runs here paced latency fell in 2 of 3 pairs and throughput fell too (more,
+smaller transactions), on a machine too noisy to settle it; 1 is what the recorded figures
+measured (BENCHMARKS.md)."""
+OVERFLOW_AGE_S = 0.010
+"""A committer other than the first takes only a group this old: under load the first
+committer's groups grow (fewer, larger transactions), and none waits much longer."""
 LANES = 4
 """Transactional producers taking turns. Kafka answers "concurrent transactions" to a producer
 that starts its next transaction while the markers of its last commit are still being written,
@@ -193,10 +197,10 @@ class GroupCommitter:
                     self._prepare(lane)
             with self._cond:
                 lane = self._lanes[self._current]
-                if not self._due(lane):
+                if not self._due(lane, index):
                     if self._closing and not any(x.group or x.committing for x in self._lanes):
                         return
-                    self._cond.wait(self._wait_s(lane))
+                    self._cond.wait(self._wait_s(lane, index))
                     continue
                 following = self._free_lane()
                 if following is None:  # every other lane is committing: wait for one
@@ -218,19 +222,24 @@ class GroupCommitter:
         free = [i for i in turn if not self._lanes[i].committing]
         return next((i for i in free if self._lanes[i].ready), free[0] if free else None)
 
-    def _due(self, lane: _Lane) -> bool:
+    def _linger(self, committer: int) -> float:
+        return self._linger_s if committer == 0 else max(self._linger_s, OVERFLOW_AGE_S)
+
+    def _due(self, lane: _Lane, committer: int = 0) -> bool:
         if lane.broken:
             return True
         if not lane.group:
             return False
         age = SYSTEM_CLOCK.monotonic() - lane.opened_s
-        return self._closing or len(lane.group) >= self._max_group or age >= self._linger_s
+        linger = self._linger(committer)
+        return self._closing or len(lane.group) >= self._max_group or age >= linger
 
-    def _wait_s(self, lane: _Lane) -> float:
+    def _wait_s(self, lane: _Lane, committer: int) -> float:
         if not lane.group:
             return IDLE_WAIT_S if all(lane.ready for lane in self._lanes) else 0.1
         age = SYSTEM_CLOCK.monotonic() - lane.opened_s
-        return max(0.0, min(IDLE_WAIT_S, self._linger_s - age))
+        linger = self._linger(committer)
+        return max(0.001, min(IDLE_WAIT_S, linger - age))
 
     def _prepare(self, lane: _Lane) -> None:
         """A lane without a usable producer gets a new one (its first, or after a failure);

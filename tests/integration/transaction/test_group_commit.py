@@ -12,16 +12,19 @@ import textwrap
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.clock import ManualClock
 from adapter.config import FAST_COMMIT_WINDOW_MS
+from adapter.kafka import clients
 from adapter.transaction.envelope import DELIVERED_HEADER
-from tests.support import read_committed, wait_until
+from tests.support import read_committed, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -204,9 +207,26 @@ def test_the_end_of_a_fast_commit_is_marked_delivered(
     topic = new_topic(partitions=1)
     producer = make_transaction_producer(new_group("PG"), commit)
     result = producer.send_message_in_transaction(order(topic, "marked"), commit)
-    ends = [
-        r
-        for r in read_committed(system_topics, naming.decode(END), 1, timeout=30)
-        if result.msg_id.encode() in (r.value() or b"")
-    ]
+    reader = clients.consumer(
+        {
+            "bootstrap.servers": system_topics,
+            "group.id": unique("end-reader"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    ends: list[Any] = []
+    try:
+        partitions = reader.list_topics(END, timeout=10).topics[END].partitions
+        reader.assign([TopicPartition(END, p, 0) for p in partitions])
+
+        def read_ours() -> bool:
+            for record in reader.consume(500, 0.2):
+                if record.error() is None and result.msg_id.encode() in (record.value() or b""):
+                    ends.append(record)
+            return bool(ends)
+
+        wait_until(read_ours, timeout=60, what="the END record of the fast commit")
+    finally:
+        reader.close()
     assert [header(r, DELIVERED_HEADER) for r in ends] == [b"1"]
