@@ -32,9 +32,7 @@ Why it stays exactly once:
 ``tests/unit/transaction/test_group_commit.py`` checks this argument on a model of END's log
 (open, committed and aborted transactions, late records, skewed clocks, dead producers).
 
-Known gaps: with more than one committer (``COMMITTERS``), a later decision of a producer may
-become visible before an earlier one (RocketMQ does not order transactional messages either).
-Until Kafka aborts a dead producer's transaction, read_committed readers of the
+Known gaps: until Kafka aborts a dead producer's transaction, read_committed readers of the
 partitions it wrote (END and the real topics) see nothing past it: up to the transaction timeout
 plus the broker's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``. Each producer
 instance has transactional ids of its own (random), so a restarted process does not fence its
@@ -59,14 +57,6 @@ from adapter.wire.records import EndTransaction
 
 log = logging.getLogger("adapter.transaction")
 
-COMMITTERS = 1
-"""Threads that commit, each one lane at a time. With 2, two Kafka transactions of a producer
-commit at once: in A/B runs here paced latency fell in 2 of 3 pairs and throughput fell too (more,
-smaller transactions), on a machine too noisy to settle it; 1 is what the recorded figures
-measured (BENCHMARKS.md)."""
-OVERFLOW_AGE_S = 0.010
-"""A committer other than the first takes only a group this old: under load the first
-committer's groups grow (fewer, larger transactions), and none waits much longer."""
 LANES = 4
 """Transactional producers taking turns. Kafka answers "concurrent transactions" to a producer
 that starts its next transaction while the markers of its last commit are still being written,
@@ -92,7 +82,6 @@ class _Lane:
     group: list[Decision] = field(default_factory=list)
     opened_s: float = 0.0
     ready: bool = False
-    committing: bool = False
     broken: str | None = None
     """Why a decision could not be added to the open transaction (it must then abort)."""
 
@@ -126,7 +115,7 @@ class GroupCommitter:
         self._current = 0
         self._cond = threading.Condition()
         self._closing = False
-        self._threads: list[threading.Thread] = []
+        self._thread: threading.Thread | None = None
         self._unavailable = False
         self.committed = 0
         """Decisions committed on the fast path."""
@@ -138,12 +127,8 @@ class GroupCommitter:
     def start(self, wait_s: float = 0.0) -> None:
         """Start committing; wait up to ``wait_s`` for the first producer to be ready (until
         then decisions go the plain way)."""
-        self._threads = [
-            threading.Thread(target=self._run, args=(i,), name=f"group-commit-{i}", daemon=True)
-            for i in range(COMMITTERS)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+        self._thread.start()
         with self._cond:
             self._cond.wait_for(lambda: self._lanes[0].ready, wait_s)
 
@@ -152,11 +137,10 @@ class GroupCommitter:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        deadline = SYSTEM_CLOCK.monotonic() + timeout_s
-        for thread in self._threads:
-            thread.join(max(0.0, deadline - SYSTEM_CLOCK.monotonic()))
-        if any(thread.is_alive() for thread in self._threads):
-            log.error("the group committer did not stop within %g s", timeout_s)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.error("the group committer did not stop within %g s", timeout_s)
         self._stopping.set()
         for lane in self._lanes:
             lane.tx.close()
@@ -190,61 +174,44 @@ class GroupCommitter:
 
     # -- the committer's side -----------------------------------------------------------------
 
-    def _run(self, index: int) -> None:
+    def _run(self) -> None:
         while True:
-            if index == 0:  # one thread starts producers, so no lane gets two
-                for lane in self._lanes:
-                    self._prepare(lane)
+            for lane in self._lanes:
+                self._prepare(lane)
             with self._cond:
                 lane = self._lanes[self._current]
-                if not self._due(lane, index):
-                    if self._closing and not any(x.group or x.committing for x in self._lanes):
+                if not self._due(lane):
+                    if self._closing and not lane.group:
                         return
-                    self._cond.wait(self._wait_s(lane, index))
+                    self._cond.wait(self._wait_s(lane))
                     continue
-                following = self._free_lane()
-                if following is None:  # every other lane is committing: wait for one
-                    self._cond.wait(IDLE_WAIT_S)
-                    continue
-                lane.committing = True
-                self._current = following
-            try:
-                self._finish(lane)
-            finally:
-                with self._cond:
-                    lane.committing = False
-                    self._cond.notify_all()
+                self._current = self._next_lane()
+            self._finish(lane)
 
-    def _free_lane(self) -> int | None:
-        """The next lane, in turn, that is not committing (a ready one if any)."""
+    def _next_lane(self) -> int:
+        """The lane after the current one, in turn, preferring one that is ready."""
         count = len(self._lanes)
         turn = [(self._current + i) % count for i in range(1, count)]
-        free = [i for i in turn if not self._lanes[i].committing]
-        return next((i for i in free if self._lanes[i].ready), free[0] if free else None)
+        return next((i for i in turn if self._lanes[i].ready), turn[0])
 
-    def _linger(self, committer: int) -> float:
-        return self._linger_s if committer == 0 else max(self._linger_s, OVERFLOW_AGE_S)
-
-    def _due(self, lane: _Lane, committer: int = 0) -> bool:
+    def _due(self, lane: _Lane) -> bool:
         if lane.broken:
             return True
         if not lane.group:
             return False
         age = SYSTEM_CLOCK.monotonic() - lane.opened_s
-        linger = self._linger(committer)
-        return self._closing or len(lane.group) >= self._max_group or age >= linger
+        return self._closing or len(lane.group) >= self._max_group or age >= self._linger_s
 
-    def _wait_s(self, lane: _Lane, committer: int) -> float:
+    def _wait_s(self, lane: _Lane) -> float:
         if not lane.group:
             return IDLE_WAIT_S if all(lane.ready for lane in self._lanes) else 0.1
         age = SYSTEM_CLOCK.monotonic() - lane.opened_s
-        linger = self._linger(committer)
-        return max(0.001, min(IDLE_WAIT_S, linger - age))
+        return max(0.001, min(IDLE_WAIT_S, self._linger_s - age))
 
     def _prepare(self, lane: _Lane) -> None:
         """A lane without a usable producer gets a new one (its first, or after a failure);
         senders fall back to the plain path meanwhile."""
-        if lane.ready or lane.committing or self._closing:
+        if lane.ready or self._closing:
             return
         try:
             lane.tx.producer  # noqa: B018 - starts and initialises it
