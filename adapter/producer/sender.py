@@ -78,6 +78,15 @@ class Outgoing(NamedTuple):
     partition: int | None
     key: bytes | None
 
+    def produce_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``produce`` beyond topic and value."""
+        kwargs: dict[str, Any] = {"headers": self.headers}
+        if self.partition is not None:
+            kwargs["partition"] = self.partition
+        if self.key is not None:
+            kwargs["key"] = self.key
+        return kwargs
+
 
 class Sender:
     """One Kafka producer and the rules of a send. ``reports_served``: a thread of its own
@@ -201,11 +210,7 @@ class Sender:
     def produce_and_ack(
         self, record: Outgoing, error: type[ProducerException], what: str
     ) -> io.Ack:
-        kwargs: dict[str, Any] = {"headers": record.headers}
-        if record.partition is not None:
-            kwargs["partition"] = record.partition
-        if record.key is not None:
-            kwargs["key"] = record.key
+        kwargs = record.produce_kwargs()
         try:
             return io.produce_and_ack(
                 self.client,
@@ -230,12 +235,8 @@ class Sender:
         on_delivery: Any = None,
     ) -> None:
         """Hand ``record`` to the client without waiting; a failure is counted and logged."""
-        kwargs: dict[str, Any] = {
-            "headers": record.headers,
-            "on_delivery": on_delivery or self._on_oneway_delivery,
-        }
-        if record.partition is not None:
-            kwargs["partition"] = record.partition
+        kwargs = record.produce_kwargs()
+        kwargs["on_delivery"] = on_delivery or self._on_oneway_delivery
         try:
             io.produce(self.client, record.topic, record.value, timeout_s=self.timeout_s, **kwargs)
         except (AdapterError, KafkaException) as exc:

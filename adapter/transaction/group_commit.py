@@ -159,10 +159,7 @@ class GroupCommitter:
                     lane.tx.begin()
                     lane.opened_s = SYSTEM_CLOCK.monotonic()
                 for record in decision.records:
-                    kwargs: dict[str, Any] = {"headers": record.headers}
-                    if record.partition is not None:
-                        kwargs["partition"] = record.partition
-                    lane.tx.produce(record.topic, record.value, **kwargs)
+                    lane.tx.produce(record.topic, record.value, **record.produce_kwargs())
             except Exception as exc:  # noqa: BLE001 - the group aborts; the caller falls back
                 lane.broken = str(exc)
                 self._cond.notify_all()
