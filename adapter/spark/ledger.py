@@ -88,7 +88,8 @@ def ensure_ledger(spark: SparkSession, path: Path) -> None:
 
     Auto-compaction is on: a 500 ms trigger adds a small file or two per batch, and the MERGE
     reads every file of the ledger, so without compaction each batch gets slower; Delta folds
-    them together after a commit once enough have gathered (50 by default)."""
+    them together after a commit once enough have gathered (10 in this product's sessions,
+    :mod:`adapter.spark.session`)."""
     (
         DeltaTable.createIfNotExists(spark)
         .location(str(path.resolve()))
@@ -98,10 +99,16 @@ def ensure_ledger(spark: SparkSession, path: Path) -> None:
     )
 
 
-def first_per_message(rows: DataFrame) -> DataFrame:
-    """One row per ``msg_id``: the earliest copy by (topic, queue_id, queue_offset)."""
+def first_per_message(entries: DataFrame, batch_id: int) -> DataFrame:
+    """The ledger rows of one micro-batch of ``entries`` (every column of the ledger but
+    ``credited_at`` and ``batch_id``): one row per ``msg_id``, the earliest copy by (topic,
+    queue_id, queue_offset). Two plan steps, as each costs an analysis of the whole plan."""
     order = Window.partitionBy("msg_id").orderBy("topic", "queue_id", "queue_offset")
-    return rows.withColumn("_n", F.row_number().over(order)).where("_n = 1").drop("_n")
+    numbered = entries.select("*", F.row_number().over(order).alias("_n"))
+    stamped = {"credited_at": F.current_timestamp(), "batch_id": F.lit(batch_id).cast("bigint")}
+    return numbered.where(F.col("_n") == 1).select(
+        *[stamped.get(name, F.col(name)).alias(name) for name in LEDGER_SCHEMA.fieldNames()]
+    )
 
 
 def merge_into_ledger(spark: SparkSession, path: Path, entries: DataFrame) -> tuple[int, int]:

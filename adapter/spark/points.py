@@ -75,19 +75,19 @@ def ledger_entries(messages: DataFrame) -> DataFrame:
 
 
 class PointsSink:
-    """The ``foreachBatch`` function: dedupe the batch by ``msg_id``, MERGE it into the ledger."""
+    """The ``foreachBatch`` function: dedupe a batch of :func:`ledger_entries` by ``msg_id``,
+    MERGE it into the ledger.
+
+    The entries are computed in the streaming plan, before the sink: Spark analyses that plan
+    once, when the query starts, instead of once per transformation in every batch (~0.2 s a
+    batch on two cores)."""
 
     def __init__(self, table: Path, on_batch: ledger.BatchHook | None = None) -> None:
         self.table = table
         self.on_batch = on_batch
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        entries = (
-            ledger.first_per_message(ledger_entries(batch))
-            .withColumn("credited_at", F.current_timestamp())
-            .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-            .select(*ledger.LEDGER_SCHEMA.fieldNames())
-        )
+        entries = ledger.first_per_message(batch, batch_id)
         inserted, present = ledger.merge_into_ledger(batch.sparkSession, self.table, entries)
         outcome = ledger.BatchOutcome(
             batch_id=batch_id,
@@ -109,7 +109,8 @@ def start_points(
     """Start the points query (the ledger table is created first if needed)."""
     ledger.ensure_ledger(spark, config.table)
     sink = PointsSink(config.table, on_batch)
-    return start_foreach_batch(read_messages(spark, config), QUERY_NAME, sink, config)
+    entries = ledger_entries(read_messages(spark, config))
+    return start_foreach_batch(entries, QUERY_NAME, sink, config)
 
 
 @dataclass(frozen=True, slots=True)
