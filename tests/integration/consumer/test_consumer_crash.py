@@ -9,7 +9,7 @@ import pytest
 
 from adapter.client import Message
 from tests.support import wait_until
-from tests.workers import start_worker, worker_kinds
+from tests.workers import start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -18,9 +18,8 @@ def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-@pytest.mark.parametrize("kind", worker_kinds())
 def test_a_consumer_killed_mid_stream_loses_nothing_after_a_restart(
-    kind: str, kafka_bootstrap: str, make_producer, new_topic, new_group, tmp_path: Path
+    kafka_bootstrap: str, make_producer, new_topic, new_group, tmp_path: Path
 ) -> None:
     topic = new_topic(partitions=4)
     group = new_group()
@@ -36,7 +35,7 @@ def test_a_consumer_killed_mid_stream_loses_nothing_after_a_restart(
 
     def consumer(delay: float):
         worker = start_worker(
-            kind,
+            "process",  # the image's SIGKILL: the coordinator's crash test
             "tests.procs.consume_to_file",
             *(kafka_bootstrap, group, topic, str(out), str(delay)),
             mounts=(tmp_path,),

@@ -37,7 +37,7 @@ def rmq_adapter(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
         [sys.executable, "-m", "adapter", *args],
         capture_output=True,
         text=True,
-        timeout=45,  # the deadline: --timeout 3 plus the interpreter's start
+        timeout=45,  # the deadline: --timeout 1 plus the interpreter's start
         env={**clean, **(env or {})},
         check=False,
     )
@@ -55,13 +55,13 @@ def assert_one_clear_line(done: subprocess.CompletedProcess[str], *expected: str
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_a_command_against_an_unreachable_address_says_so_in_one_line(command: list[str]) -> None:
-    done = rmq_adapter(*command, "--bootstrap", NOBODY, "--timeout", "3")
+    done = rmq_adapter(*command, "--bootstrap", NOBODY, "--timeout", "1")
     assert_one_clear_line(done, f"cannot reach Kafka at {NOBODY}", "Connection refused")
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_a_command_takes_the_address_from_the_environment(command: list[str]) -> None:
-    done = rmq_adapter(*command, env={"RMQ_ADAPTER_BOOTSTRAP": NOBODY, "RMQ_ADAPTER_TIMEOUT": "3"})
+    done = rmq_adapter(*command, env={"RMQ_ADAPTER_BOOTSTRAP": NOBODY, "RMQ_ADAPTER_TIMEOUT": "1"})
     assert_one_clear_line(done, f"cannot reach Kafka at {NOBODY}")
 
 
@@ -75,7 +75,7 @@ def test_a_command_applies_the_kafka_settings_of_the_environment(
         *command,
         env={
             "RMQ_ADAPTER_BOOTSTRAP": kafka_bootstrap,
-            "RMQ_ADAPTER_TIMEOUT": "3",
+            "RMQ_ADAPTER_TIMEOUT": "1",
             "RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
             "RMQ_ADAPTER_KAFKA_SASL_MECHANISMS": "PLAIN",
             "RMQ_ADAPTER_KAFKA_SASL_USERNAME": "app",

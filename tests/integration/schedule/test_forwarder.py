@@ -18,7 +18,7 @@ from adapter.delay import DelayLevels
 from adapter.kafka import clients
 from adapter.schedule.forwarder import ScheduleForwarder
 from tests.support import Recorder, read_committed, unique, wait_until
-from tests.workers import start_worker, worker_kinds
+from tests.workers import start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -183,9 +183,8 @@ def test_two_forwarders_share_the_levels_and_one_takes_over_when_the_other_leave
     assert Counter(r.value().decode() for r in records) == Counter(bodies)
 
 
-@pytest.mark.parametrize("kind", worker_kinds())
 def test_a_forwarder_killed_mid_burst_delivers_every_message_exactly_once(
-    kind: str, system_topics: str, make_producer, new_topic
+    system_topics: str, make_producer, new_topic
 ) -> None:
     topic = new_topic(partitions=2)
     producer = make_producer()
@@ -200,7 +199,7 @@ def test_a_forwarder_killed_mid_burst_delivers_every_message_exactly_once(
 
     def forwarder(worker_id: str):
         worker = start_worker(
-            kind,
+            "process",  # the image's SIGKILL: the coordinator's crash test
             *("adapter", "worker", "schedule", "--bootstrap", system_topics),
             *("--worker-id", worker_id),
         )
