@@ -180,38 +180,42 @@ class ProducerConfig:
         if self.compress_level is not None and not 0 <= self.compress_level <= 9:
             raise ConfigError(f"compress level must be 0..9, got {self.compress_level}")
 
-    def librdkafka(self) -> dict[str, Any]:
+    def _producer_settings(self, client_id: str, headroom: int) -> dict[str, Any]:
+        """What every producer of an application shares: idempotent, acks from all replicas,
+        the send timeout, the size limit (plus ``headroom`` for headers and envelopes) and
+        the compression level."""
         settings: dict[str, Any] = {
-            "client.id": f"{self.group}@{self.instance_name}",
+            "client.id": client_id,
             **_SAFE_PRODUCER,
-            "linger.ms": 5,
             "message.timeout.ms": self.send_timeout_ms,
             "request.timeout.ms": min(self.send_timeout_ms, 30000),
-            "message.max.bytes": self.max_message_size + _HEADROOM,
+            "message.max.bytes": self.max_message_size + headroom,
         }
         if self.compress_level is not None:
             settings["compression.codec"] = "gzip"
             settings["compression.level"] = self.compress_level
-        return self.kafka.librdkafka(settings)
+        return settings
+
+    def librdkafka(self) -> dict[str, Any]:
+        settings = self._producer_settings(f"{self.group}@{self.instance_name}", _HEADROOM)
+        return self.kafka.librdkafka({**settings, "linger.ms": 5})
 
     def group_committer(self, transactional_id: str) -> dict[str, Any]:
-        """A transactional producer of the fast path. Its transactions last milliseconds; one
-        left open by a dead process holds back what read_committed readers see until the
-        broker aborts it, so its timeout is short."""
+        """A transactional producer of the fast path: the application's settings, and a
+        short transaction timeout, as its transactions last milliseconds and one left open
+        by a dead process holds back what read_committed readers see until the broker
+        aborts it. Its records carry the message and its END record: twice the headroom."""
+        settings = self._producer_settings(transactional_id, 2 * _HEADROOM)
         return self.kafka.librdkafka(
             {
-                "client.id": transactional_id,
+                **settings,
                 "transactional.id": transactional_id,
                 "transaction.timeout.ms": FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
-                **_SAFE_PRODUCER,
                 "linger.ms": 1,
                 # A lane starts its next transaction milliseconds after the last commit, while
                 # the broker may still write that commit's markers; it answers "concurrent
                 # transactions" and librdkafka asks again after this backoff (100 ms by default).
                 "retry.backoff.ms": 5,
-                "message.timeout.ms": self.send_timeout_ms,
-                "request.timeout.ms": min(self.send_timeout_ms, 30000),
-                "message.max.bytes": self.max_message_size + 2 * _HEADROOM,
             }
         )
 

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.config import ConsumerConfig, KafkaSettings, MessageModel, ProducerConfig
+from adapter.config import (
+    FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
+    ConsumerConfig,
+    KafkaSettings,
+    MessageModel,
+    ProducerConfig,
+)
 from adapter.exceptions import ConfigError
 
 pytestmark = pytest.mark.timeout(30)
@@ -36,6 +42,18 @@ def test_producer_defaults_are_rocketmqs() -> None:
     conf = config.librdkafka()
     assert conf["message.timeout.ms"] == 3000
     assert conf["enable.idempotence"] is True
+
+
+def test_the_fast_paths_producers_share_the_applications_settings_and_compression() -> None:
+    settings = KafkaSettings.from_env("a:1", {"RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL": "SSL"})
+    config = ProducerConfig(settings, "G", send_timeout_ms=5000, compress_level=6)
+    conf = config.group_committer("rmq-adapter-fast-G-0")
+    assert conf["transactional.id"] == conf["client.id"] == "rmq-adapter-fast-G-0"
+    assert conf["security.protocol"] == "SSL"
+    assert (conf["compression.codec"], conf["compression.level"]) == ("gzip", 6)
+    assert conf["message.timeout.ms"] == 5000
+    assert conf["transaction.timeout.ms"] == FAST_COMMIT_TRANSACTION_TIMEOUT_MS
+    assert conf["message.max.bytes"] > config.librdkafka()["message.max.bytes"]
 
 
 @pytest.mark.parametrize(
