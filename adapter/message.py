@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import InvalidMessageError
 
@@ -183,9 +184,13 @@ class ReceivedMessage:
 
     @property
     def topic(self) -> str:
-        """The RocketMQ topic; for a retried message, the original topic (``RETRY_TOPIC``)."""
+        """The RocketMQ topic; for a message read from a retry topic, its original topic
+        (``RETRY_TOPIC``), as RocketMQ's ``resetRetryAndNamespace`` does. A ``RETRY_TOPIC`` on
+        any other topic is an ordinary property (a foreign writer's, say) and renames nothing."""
         retry = self._props.get(prop.RETRY_TOPIC)
-        return retry.decode("utf-8") if retry else self._topic
+        if retry and naming.is_retry_topic(self._topic):
+            return _received_text(retry)
+        return self._topic
 
     @property
     def tags(self) -> bytes:
@@ -204,7 +209,7 @@ class ReceivedMessage:
         """The message's UNIQ_KEY; for records written without one, ``topic-queue@offset``."""
         uniq = self._props.get(prop.UNIQ_KEY)
         if uniq:
-            return uniq.decode("utf-8")
+            return _received_text(uniq)
         return f"{self._kafka_topic}-{self._queue_id}@{self._queue_offset}"
 
     @property
@@ -221,7 +226,8 @@ class ReceivedMessage:
 
     @property
     def reconsume_times(self) -> int:
-        return _int_property(self._props.get(prop.RECONSUME_TIME)) + self._reconsume_extra
+        counted = _int_property(self._props.get(prop.RECONSUME_TIME))
+        return max(counted, 0) + self._reconsume_extra
 
     @property
     def born_timestamp(self) -> int:
@@ -278,6 +284,13 @@ class ReceivedMessage:
 
     def _count_local_retry(self) -> None:
         self._reconsume_extra += 1
+
+
+def _received_text(raw: bytes) -> str:
+    """A received property as text. RocketMQ's properties are Java strings; bytes that are not
+    UTF-8 (a foreign writer's) keep their undecodable bytes as ``\\xNN`` escapes instead of
+    failing every accessor, so the message can still be consumed, retried or dead-lettered."""
+    return raw.decode("utf-8", errors="backslashreplace")
 
 
 def _int_property(raw: Any) -> int:

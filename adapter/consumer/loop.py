@@ -40,7 +40,7 @@ from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import ConsumerConfig, MessageModel
 from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscription
 from adapter.consumer.send_back import SendBack
-from adapter.exceptions import AdapterError
+from adapter.exceptions import AdapterError, InvalidNameError
 from adapter.kafka import clients
 from adapter.logs import RepeatLimiter, shape
 from adapter.message import ReceivedMessage
@@ -129,8 +129,14 @@ class ConsumeLoop:
         )
 
     def _route_retry(self, message: ReceivedMessage) -> Any:
-        """A retried message goes to the callback of its original topic."""
-        subscription = self._subs.get(naming.kafka_topic(message.topic))
+        """A retried message goes to the callback of its original topic; one whose original
+        topic is not subscribed here, or is not a topic name at all (a foreign writer's
+        ``RETRY_TOPIC``), to the first subscription's, as RocketMQ hands it to the one
+        listener."""
+        try:
+            subscription = self._subs.get(naming.kafka_topic(message.topic))
+        except InvalidNameError:
+            subscription = None
         if subscription is None or subscription.callback == self._route_retry:
             subscription = next(s for s in self._subs.values() if s.callback != self._route_retry)
         return subscription.callback(message)

@@ -74,3 +74,29 @@ def test_a_record_written_without_the_adapter_still_has_an_id_and_empty_properti
 def test_a_retried_message_shows_its_original_topic() -> None:
     r = received(RETRY_TOPIC=b"TopicTest")
     assert r.topic == "TopicTest"
+
+
+def test_a_retry_topic_header_renames_only_a_message_read_from_a_retry_topic() -> None:
+    assert received(RETRY_TOPIC=b"Forged").topic == "TopicTest"
+    retried = ReceivedMessage(
+        topic="%RETRY%GID_x",
+        kafka_topic="%RETRY%GID_x",
+        body=b"b",
+        queue_id=0,
+        queue_offset=0,
+        timestamp=0,
+        append_time=False,
+        headers=[("RETRY_TOPIC", b"TopicTest")],
+    )
+    assert retried.topic == "TopicTest"
+
+
+def test_properties_that_are_not_utf8_keep_their_bytes_as_escapes_instead_of_failing() -> None:
+    message = received(UNIQ_KEY=b"AB\xff")
+    assert message.id == "AB\\xff"
+    assert message.id.encode() == b"AB\\xff", "an id a retry can carry"
+
+
+def test_a_negative_or_garbled_reconsume_count_reads_as_zero() -> None:
+    assert received(RECONSUME_TIME=b"-3").reconsume_times == 0
+    assert received(RECONSUME_TIME=b"\xff").reconsume_times == 0
