@@ -39,10 +39,10 @@ def test_a_delay_level_must_be_an_int() -> None:
         Message("T").set_delay_time_level("3")  # type: ignore[arg-type]
 
 
-def received(**headers: bytes) -> ReceivedMessage:
+def received(topic: str = "TopicTest", **headers: bytes) -> ReceivedMessage:
     return ReceivedMessage(
-        topic="TopicTest",
-        kafka_topic="TopicTest",
+        topic=topic,
+        kafka_topic=topic,
         body=b"b",
         queue_id=2,
         queue_offset=7,
@@ -78,17 +78,7 @@ def test_a_retried_message_shows_its_original_topic() -> None:
 
 def test_a_retry_topic_header_renames_only_a_message_read_from_a_retry_topic() -> None:
     assert received(RETRY_TOPIC=b"Forged").topic == "TopicTest"
-    retried = ReceivedMessage(
-        topic="%RETRY%GID_x",
-        kafka_topic="%RETRY%GID_x",
-        body=b"b",
-        queue_id=0,
-        queue_offset=0,
-        timestamp=0,
-        append_time=False,
-        headers=[("RETRY_TOPIC", b"TopicTest")],
-    )
-    assert retried.topic == "TopicTest"
+    assert received("%RETRY%GID_x", RETRY_TOPIC=b"TopicTest").topic == "TopicTest"
 
 
 def test_properties_that_are_not_utf8_keep_their_bytes_as_escapes_instead_of_failing() -> None:
