@@ -13,8 +13,8 @@ Environment (read by :meth:`SparkJobConfig.from_env`, never at import):
   ``RMQ_ADAPTER_SPARK_AVAILABLE_NOW`` (``1``/``true``), ``RMQ_ADAPTER_SPARK_TOPICS`` (RocketMQ
   topic names, comma separated), ``RMQ_ADAPTER_SPARK_JARS`` (the directory of the extra jars),
   ``RMQ_ADAPTER_SPARK_DRIVER_MEMORY`` (``1g``), ``RMQ_ADAPTER_SPARK_JAVA_OPTIONS`` (JVM
-  options of the driver and executors; default ``-XX:+UseParallelGC``, which keeps a small
-  driver's batches ~10 % shorter than G1 on two cores; add ``-XX:TieredStopAtLevel=1`` for
+  options of the driver and executors; default ``-XX:+UseParallelGC``, whose MERGEs measured as
+  fast as G1's or ~10 % faster on two cores (BENCHMARKS.md); add ``-XX:TieredStopAtLevel=1`` for
   short runs, whose cold start it shortens), ``RMQ_ADAPTER_DELAY_LEVELS`` (telemetry: the
   delay of each level).
 - ``RMQ_ADAPTER_KAFKA_<KEY>``: a Kafka client setting, passed to Spark's Kafka source as

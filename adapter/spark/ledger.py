@@ -99,10 +99,11 @@ def ensure_ledger(spark: SparkSession, path: Path) -> None:
     )
 
 
-def first_per_message(entries: DataFrame, batch_id: int) -> DataFrame:
-    """The ledger rows of one micro-batch of ``entries`` (every column of the ledger but
-    ``credited_at`` and ``batch_id``): one row per ``msg_id``, the earliest copy by (topic,
-    queue_id, queue_offset). Two plan steps, as each costs an analysis of the whole plan."""
+def batch_rows(entries: DataFrame, batch_id: int) -> DataFrame:
+    """The ledger rows of micro-batch ``batch_id`` of ``entries`` (every column of the ledger
+    but ``credited_at`` and ``batch_id``, which this adds): one row per ``msg_id``, the earliest
+    copy by (topic, queue_id, queue_offset). Few plan steps, as each costs an analysis of the
+    whole plan."""
     order = Window.partitionBy("msg_id").orderBy("topic", "queue_id", "queue_offset")
     numbered = entries.select("*", F.row_number().over(order).alias("_n"))
     stamped = {"credited_at": F.current_timestamp(), "batch_id": F.lit(batch_id).cast("bigint")}

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from adapter import naming
 from adapter import properties as prop
 from adapter.client import ConsumeStatus
-from adapter.config import ENV_DELAY_LEVELS
+from adapter.config import DEFAULT_MAX_RECONSUME_TIMES, ENV_DELAY_LEVELS
 from adapter.delay import DelayLevels
 from adapter.kafka import clients
 from tests.brokers import Broker
@@ -32,7 +32,6 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 SHORT = "1s 1s 1s 2s"
 RECORDS = 12
-MAX_RECONSUME_TIMES = 16
 
 ROCKETMQ_KEYS = (
     prop.TAGS,
@@ -80,20 +79,14 @@ class FailsFirstDelivery:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.deliveries: Counter[bytes] = Counter()
-        self.first_count: dict[bytes, int] = {}
+        self.reconsume_times_at_first: dict[bytes, int] = {}
 
     def __call__(self, message) -> ConsumeStatus:  # type: ignore[no-untyped-def]
         # Every accessor the application may call must answer, whatever the headers hold.
-        seen = (
-            message.topic,
-            message.reconsume_times,
-            message.id,
-            message.tags,
-            message.keys,
-            message.delay_time_level,
-        )
+        _ = (message.topic, message.id, message.tags, message.keys, message.delay_time_level)
+        reconsume_times = message.reconsume_times
         with self.lock:
-            self.first_count.setdefault(message.body, seen[1])
+            self.reconsume_times_at_first.setdefault(message.body, reconsume_times)
             self.deliveries[message.body] += 1
             first = self.deliveries[message.body] == 1
         return ConsumeStatus.RECONSUME_LATER if first else ConsumeStatus.CONSUME_SUCCESS
@@ -130,7 +123,8 @@ def test_records_with_malformed_rocketmq_headers_are_consumed_and_retried_withou
         timeout=60,
         what="every record delivered once",
     )
-    dead = {b for b in bodies if callback.first_count[b] >= MAX_RECONSUME_TIMES}
+    at_first = callback.reconsume_times_at_first
+    dead = {b for b in bodies if at_first[b] >= DEFAULT_MAX_RECONSUME_TIMES}
     retried = set(bodies) - dead
     wait_until(
         lambda: all(callback.deliveries[b] >= 2 for b in retried),
