@@ -24,7 +24,7 @@ from adapter.wire.records import CheckRequest, HalfMessage
 TID = "7F0000010001B4AAC2C11C44A3F90000"
 
 
-def order(body: bytes = b"order 42", **props: str) -> Message:
+def order(body: bytes = b"order 42", /, **props: str) -> Message:
     message = Message("Orders")
     message.set_body(body)
     message.set_tags("TagA")
