@@ -29,6 +29,8 @@ TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 POISON_TOPIC = "RMQ_SYS_POISON_TOPIC"
 """Where a system-topic record that cannot be decoded or delivered is parked, with the reason."""
+SCHEMAS_TOPIC = "RMQ_SYS_SCHEMAS"
+"""The record schemas of every release in use, keyed by fingerprint (schema evolution)."""
 
 TRANS_COORDINATOR_GROUP = "CID_RMQ_SYS_TRANS"
 SCHEDULE_FORWARDER_GROUP = "CID_RMQ_SYS_SCHEDULE"
@@ -45,6 +47,7 @@ SYSTEM_TOPICS = frozenset(
         TRANS_OP_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,
         POISON_TOPIC,
+        SCHEMAS_TOPIC,
     }
 )
 """Topics a user producer may not send to (RocketMQ's ``NOT_ALLOWED_SEND_TOPIC_SET``)."""

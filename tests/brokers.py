@@ -124,7 +124,12 @@ def container_env(host: str, port: int) -> dict[str, str]:
         "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         **local_broker.SINGLE_NODE_SETTINGS,
     }
-    env = {"CLUSTER_ID": "rmqkafkaadapterAAAAAA", "KAFKA_HEAP_OPTS": "-Xmx768m -Xms256m"}
+    return kafka_env(settings, cluster_id="rmqkafkaadapterAAAAAA", heap="-Xmx768m -Xms256m")
+
+
+def kafka_env(settings: dict[str, str], *, cluster_id: str, heap: str) -> dict[str, str]:
+    """Server properties as the image's environment: ``a.b-c_d`` becomes ``KAFKA_A_B__C___D``."""
+    env = {"CLUSTER_ID": cluster_id, "KAFKA_HEAP_OPTS": heap}
     for key, value in settings.items():
         name = key.replace("_", "___").replace("-", "__").replace(".", "_").upper()
         env[f"KAFKA_{name}"] = value

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Message as KafkaRecord
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
+from hypothesis import HealthCheck, Phase, settings
 
 from adapter import naming
 from adapter.client import Message, Producer, SendResult
@@ -22,6 +23,16 @@ from adapter.kafka import clients, io, topics
 from adapter.kafka.worker import ExactlyOnceWorker
 
 T = TypeVar("T")
+
+ON_A_BROKER = settings(
+    max_examples=3,
+    deadline=None,
+    derandomize=True,  # CI runs the same cases each time
+    phases=(Phase.explicit, Phase.generate),  # no shrinking: each example takes seconds
+    print_blob=False,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+"""Hypothesis settings for a test whose examples run against a broker."""
 W = TypeVar("W", bound=ExactlyOnceWorker)
 
 

@@ -27,7 +27,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.config import ConsumerConfig
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.message import ReceivedMessage
 from adapter.schedule.envelope import delivered, sent_back
@@ -131,6 +131,7 @@ class SendBack:
         with self._lock:
             if self._producer is None:
                 self._producer = clients.producer(self._config.send_back_producer(), announce=True)
+                schemas.install(self._config.kafka).wait(schemas.START_WAIT_S)
             return self._producer
 
     def _timeout_s(self) -> float:

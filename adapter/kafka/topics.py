@@ -39,6 +39,7 @@ from adapter.kafka.io import PartitionCounts
 
 DEFAULT_HALF_PARTITIONS = 8
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+COMPACTED = {"cleanup.policy": "compact"}
 CO_PARTITIONED = (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)
 
 
@@ -122,6 +123,7 @@ def system_layout(
         TopicSpec(naming.TRANS_CHECK_MAX_TIME_TOPIC, 1, replication=replication),
         TopicSpec(naming.SCHEDULE_TOPIC, levels.max_level, LOG_APPEND_TIME, replication),
         TopicSpec(naming.POISON_TOPIC, 1, replication=replication),
+        TopicSpec(naming.SCHEMAS_TOPIC, 1, COMPACTED, replication),
     ]
 
 

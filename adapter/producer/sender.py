@@ -40,7 +40,7 @@ from adapter.exceptions import (
     MessageTooLargeError,
     ProducerException,
 )
-from adapter.kafka import clients, io
+from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.message import Message
 from adapter.msgid import new_message_id
@@ -108,6 +108,8 @@ class Sender:
         conf.update(config.kafka.extra)  # the user's settings win
         self.client = clients.producer(conf, announce=True)
         self.timeout_s = config.send_timeout_ms / 1000
+        # Readers must find this release's schemas before its first record (schema evolution).
+        schemas.install(config.kafka).wait(min(self.timeout_s, schemas.START_WAIT_S))
         self.topics = io.PartitionCounts(self.client.list_topics, timeout_s=self.timeout_s)
         self.oneway_failures = 0
         self._reports_served = reports_served

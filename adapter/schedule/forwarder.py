@@ -36,7 +36,7 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients
+from adapter.kafka import clients, schemas
 from adapter.kafka.io import caught_up, fetch
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker, parked_headers
@@ -159,6 +159,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
 
     def start(self) -> None:
         check_schedule_partitions(self.topics, self.config.levels)
+        schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         consumer = clients.consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP))
         consumer.subscribe(
             [SCHEDULE], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost

@@ -8,6 +8,11 @@ with ``TRANSACTION_CHECK_TIMES``; its ``COMMIT`` or ``ROLLBACK`` is written to E
 (``from_check``) and acknowledged before the request's offset is committed; ``UNKNOWN`` (or an
 exception, ``None``, any other value) writes nothing and the coordinator asks again.
 
+A check request that cannot be read, or that names a HALF partition that does not exist, is
+skipped with an error log and counted (:attr:`CheckResponder.unreadable`), never retried in a
+loop: nothing is lost, since the coordinator asks again after the check interval. It is not
+parked, because the application's principal may not write the poison topic (README, ACLs).
+
 Known gaps: checks are answered by one thread per producer (the C++ client uses one too). A
 check answer is at least once; the coordinator drops duplicate decisions.
 """
@@ -54,6 +59,8 @@ class CheckResponder:
         self._stopping = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
+        self.unreadable = 0
+        """Check requests skipped because they could not be read (logged, not answered)."""
 
     def start(self) -> None:
         """Create the group's check topic if needed and join its consumer group."""
@@ -112,10 +119,21 @@ class CheckResponder:
         )
         try:
             request = io.decode(CheckRequest, record)
-            if request.half_partition < 0:
-                raise AdapterError(f"half partition {request.half_partition} is negative")
+            ends = self._sender.topics.count(END)
+            if not 0 <= request.half_partition < ends:
+                raise AdapterError(
+                    f"half partition {request.half_partition} is not one of END's {ends}"
+                )
         except AdapterError as exc:
-            log.error("skipping unreadable check request: %s", exc)
+            self.unreadable += 1
+            log.error(
+                "producer %s: skipped unreadable check request %s %d@%d: %s",
+                self._group,
+                topic,
+                partition,
+                offset,
+                exc,
+            )
             self._commit(consumer, topic, partition, offset + 1)
             return
         tid = request.transaction_id

@@ -22,14 +22,19 @@ topics to the same member; OP p is read back when p is assigned. Beyond RocketMQ
   A producer's open Kafka transaction (the fast path) holds that read back until it ends, so
   every decision written before t, committed or in flight, is read before the check;
 - scale-out: workers share the partitions through the group; each has its own transactional id;
-- corrupt HALF or END records are parked in ``RMQ_SYS_POISON_TOPIC`` with the reason;
+- nothing unreadable is dropped silently: a corrupt or misrouted HALF or END record, an OP
+  record the takeover replay cannot read, and a decision the state refuses (no such half
+  message, wrong transaction id or group, too late) are parked in ``RMQ_SYS_POISON_TOPIC``
+  with the reason and counted;
 - self-healing: a failed turn (Kafka away, a stuck librdkafka call) is aborted, the owned
   partitions are read again from the last commit, and the next turn goes on with a new
   producer if the old one is stuck.
 
 Known gaps: a message committed to a real topic that no longer exists (or whose name is not a
 valid topic) is parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason instead of being
-retried; ``rmq-adapter transactions resume`` re-drives it. Pending half messages are held in
+retried; ``rmq-adapter transactions resume`` re-drives it. An unreadable OP record is parked
+when a replay meets it, so one that lies behind a long-pending message is parked again at each
+takeover (its headers name its source offset). Pending half messages are held in
 memory as their encoded bytes (about the body size each).
 """
 
@@ -46,7 +51,7 @@ from confluent_kafka.admin import AdminClient
 from adapter import naming
 from adapter.config import CoordinatorConfig
 from adapter.exceptions import AdapterError, UnusableRecordError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, io, schemas
 from adapter.kafka.io import caught_up, fetch, read_to_end
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.transaction.effects import Effects
@@ -95,10 +100,13 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self._to_restore: set[int] = set()
         """Owned partitions whose state is to be rebuilt from Kafka."""
         self._next_position_commit = 0.0
+        self._replay_poison: list[tuple[KafkaRecord, str]] = []
+        """Unreadable OP records met by the last replay, parked in the next turn."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         self._admin = clients.admin(self.config.kafka.librdkafka({}))
         consumer = clients.consumer(self.config.consumer(naming.TRANS_COORDINATOR_GROUP))
         consumer.subscribe(
@@ -116,6 +124,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         try:
             if self._to_restore:
                 self._restore_pending()
+            turn.poison, self._replay_poison = self._replay_poison, []
+            turn.touched.update(record.partition() or 0 for record, _ in turn.poison)
             wait_ms = self.config.max_wait_ms
             due = [d for d in (s.next_due_ms() for s in self._states.values()) if d is not None]
             if due:
@@ -247,6 +257,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         """Abort the failed turn's transaction and read every owned partition again from the
         last commit: what was decided in memory for the aborted turn is forgotten with it."""
         self.tx.fail(cause)
+        self._replay_poison.clear()
         self._to_restore.update(self._states)
         self._states.clear()
         self._dirty.clear()
@@ -303,13 +314,32 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _replay_op(self, starts: dict[int, int], states: dict[int, PartitionState[bytes]]) -> None:
         replayed = 0
         conf = self.config.kafka.librdkafka({})
+        consumer = self.consumer()
+        half_ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(HALF, p), timeout=self.tx.timeout_s)[1]
+            for p in starts
+        }
         for record in read_to_end(conf, OP, starts, self.tx.timeout_s + 60, self.clock):
+            partition, offset = record.partition() or 0, record.offset() or 0
             try:
                 op = io.decode(OpRecord, record)
+                if op.half_partition != partition:
+                    raise UnusableRecordError(
+                        "misrouted",
+                        f"OP record of half partition {op.half_partition} "
+                        f"written to OP partition {partition}",
+                    )
+                if not 0 <= op.half_offset < half_ends[partition]:
+                    raise UnusableRecordError(
+                        "out of range",
+                        f"OP record names half offset {op.half_offset}, outside HALF partition "
+                        f"{partition} (end {half_ends[partition]})",
+                    )
             except AdapterError as exc:
-                log.error("OP record skipped: %s", exc)
+                self._replay_poison.append((record, exc.reason))
+                states[partition].skip_op(offset)
                 continue
-            states[record.partition() or 0].recover_op(op, record.offset() or 0)
+            states[partition].recover_op(op, offset)
             replayed += 1
         log.info("replayed %d OP records of partitions %s", replayed, sorted(starts))
 

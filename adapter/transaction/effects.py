@@ -11,7 +11,8 @@ Reproduces the broker's side effects in ``EndTransactionProcessor`` and
   survives a crash (RocketMQ keeps it in the re-written half message);
 - a discard: the half message parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason, and an
   OP record;
-- a record that cannot be read: parked in ``RMQ_SYS_POISON_TOPIC`` with the reason;
+- a record that cannot be read, and a decision that is refused: parked in
+  ``RMQ_SYS_POISON_TOPIC`` with the reason (RocketMQ logs a refused END and drops it);
 - a read mark in END (no RocketMQ counterpart; see :mod:`adapter.transaction.coordinator`).
 
 Known gaps: a commit whose real topic no longer exists is discarded (parked with the reason,
@@ -37,7 +38,7 @@ from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.kafka.transactor import Transactor
 from adapter.kafka.worker import parked_headers
 from adapter.transaction.envelope import MARK_HEADER, check_request, committed_delivery
-from adapter.transaction.state import Action, Check, Commit, Discard, Pending, Rollback
+from adapter.transaction.state import Action, Check, Commit, Discard, Pending, Refuse, Rollback
 from adapter.wire import codec
 from adapter.wire.records import HalfMessage, OpKind, OpRecord
 
@@ -100,7 +101,9 @@ class Effects:
             self._op(partition, pending, OpKind.CHECK, now)
         elif isinstance(action, Discard):
             self.discard(partition, action.pending, action.reason)
-        # Refuse and Duplicate change nothing in Kafka; they are logged and counted.
+        elif isinstance(action, Refuse):
+            self.park_refused(partition, action)
+        # A Duplicate changes nothing in Kafka; it is logged and counted.
 
     def discard(self, partition: int, pending: Pending[bytes], why: str) -> None:
         headers = [
@@ -142,6 +145,13 @@ class Effects:
             naming.POISON_TOPIC,
             reason,
         )
+
+    def park_refused(self, partition: int, refused: Refuse) -> None:
+        """A decision that is not applied: parked (re-encoded) with the reason, never dropped."""
+        value = b"" if refused.end is None else codec.encode(refused.end)
+        reason = f"refused: {refused.reason}"
+        headers = parked_headers(reason, END, partition, refused.end_offset)
+        self.tx.produce(POISON, value, headers=headers)
 
     def _op(
         self,

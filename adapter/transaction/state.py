@@ -198,6 +198,11 @@ class PartitionState(Generic[P]):
         elif op.half_offset not in rec.resolved:
             rec.checks[op.half_offset] = (op.check_times, op.timestamp)
 
+    def skip_op(self, op_offset: int) -> None:
+        """The record at ``op_offset`` of OP is not an OP record of this partition (it is
+        parked): the replay goes past it."""
+        self._op_next = max(self._op_next, op_offset + 1)
+
     def recovery_done(self) -> None:
         """The OP replay reached the end of OP."""
         self._forget_recovered_behind()

@@ -20,9 +20,15 @@ indexes (which fastavro would wrap around), booleans other than 0/1, over-long v
 duplicate map keys, ``int`` fields beyond 32 bits, and maps written as several blocks or
 with a negative (byte-sized) block count.
 
-Known gaps: one schema version per record type and no schema resolution; a record written
-with another version of a schema raises :class:`~adapter.exceptions.UnknownSchemaError`
-rather than being read through the current one. Avro encoders that split maps into several
+Schema evolution: a record written with another version of a schema is read through Avro
+schema resolution once that version is known: versions shipped in ``schemas/history/``, or
+learned at run time (:func:`learn`) from a schema source such as the ``RMQ_SYS_SCHEMAS`` topic
+(:mod:`adapter.kafka.schemas`). Only versions that follow the rule of
+:mod:`adapter.wire.evolution` are learned; any other raises
+:class:`~adapter.exceptions.UnknownSchemaError`, and its records are parked.
+
+Known gaps: a record read through another version is not checked for canonical encoding. Avro
+encoders that split maps into several
 blocks (Java's ``BlockingBinaryEncoder``) produce valid Avro this module refuses.
 """
 
@@ -33,7 +39,7 @@ import io
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import IO, Any, TypeVar, cast, get_type_hints
@@ -43,6 +49,9 @@ from fastavro.schema import SchemaParseException, to_parsing_canonical_form
 from fastavro.schema import fingerprint as _avro_fingerprint
 
 from adapter.exceptions import CodecError, CorruptRecordError, UnknownSchemaError
+from adapter.wire import evolution
+from adapter.wire.avro_types import Check, check_for
+from adapter.wire.canonical import SameBytes
 from adapter.wire.records import RECORD_TYPES, Record
 
 __all__ = [
@@ -54,6 +63,9 @@ __all__ = [
     "decode_as",
     "fingerprint",
     "schema_dir",
+    "schema_text",
+    "learn",
+    "add_schema_source",
 ]
 
 T = TypeVar("T", bound=Record)
@@ -71,72 +83,6 @@ _READ_ERRORS = (EOFError, ValueError, IndexError, KeyError, TypeError, OverflowE
 # most first; this covers what they leave to the writer, such as lone surrogates).
 _WRITE_ERRORS = (ValueError, TypeError, OverflowError, AttributeError)
 
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-
-_Check = Callable[[Any], bool]
-
-
-def _is_int(value: Any) -> bool:
-    return type(value) is int and _INT_MIN <= value <= _INT_MAX
-
-
-def _is_long(value: Any) -> bool:
-    return type(value) is int and _LONG_MIN <= value <= _LONG_MAX
-
-
-def _is_str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def _is_bytes(value: Any) -> bool:
-    return isinstance(value, (bytes, bytearray))
-
-
-def _is_bool(value: Any) -> bool:
-    return type(value) is bool
-
-
-def _is_enum_symbol(value: Any) -> bool:
-    return isinstance(value, str)  # the record holds an Enum member; checked before
-
-
-def _is_str_map(value: Any) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    )
-
-
-def _optional(check: _Check) -> _Check:
-    return lambda value: value is None or check(value)
-
-
-_PRIMITIVE_CHECKS: dict[str, _Check] = {
-    "int": _is_int,
-    "long": _is_long,
-    "string": _is_str,
-    "bytes": _is_bytes,
-    "boolean": _is_bool,
-}
-
-
-def _check_for(avro_type: Any, where: str) -> _Check:
-    """A cheap type check for the field types the schemas use (fastavro's validator is slow)."""
-    if isinstance(avro_type, str) and avro_type in _PRIMITIVE_CHECKS:
-        return _PRIMITIVE_CHECKS[avro_type]
-    if isinstance(avro_type, list) and len(avro_type) == 2 and "null" in avro_type:
-        (other,) = [t for t in avro_type if t != "null"]
-        return _optional(_check_for(other, where))
-    if isinstance(avro_type, dict):
-        kind = avro_type.get("type")
-        if kind == "map" and avro_type.get("values") == "string":
-            return _is_str_map
-        if kind == "enum":
-            return _is_enum_symbol
-        if kind in _PRIMITIVE_CHECKS and len(avro_type) <= 2:  # e.g. a logical type
-            return _check_for(kind, where)
-    raise CodecError(f"{where}: unsupported Avro type {avro_type!r}")
-
 
 @dataclass(frozen=True, slots=True)
 class _Codec:
@@ -146,8 +92,12 @@ class _Codec:
     header: bytes
     schema: Any  # fastavro's parsed schema, logical types removed
     field_names: tuple[str, ...]
-    checks: tuple[tuple[str, _Check], ...]
+    checks: tuple[tuple[str, Check], ...]
     enums: tuple[tuple[str, type[enum.Enum]], ...]
+    raw: Any
+    """The ``.avsc`` JSON of the schema records are read into."""
+    writer: Any = None
+    """For another version of the schema: its parsed form, resolved into ``schema``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +162,7 @@ def _load_one(directory: Traversable, cls: type[Record]) -> _Codec:
                     f"{cls.__qualname__}.{f['name']} has {values}"
                 )
     checks = tuple(
-        (f["name"], _check_for(f["type"], f"{path} field {f['name']}")) for f in raw["fields"]
+        (f["name"], check_for(f["type"], f"{path} field {f['name']}")) for f in raw["fields"]
     )
     fp = bytes.fromhex(_avro_fingerprint(canonical, "CRC-64-AVRO"))
     return _Codec(
@@ -222,18 +172,83 @@ def _load_one(directory: Traversable, cls: type[Record]) -> _Codec:
         field_names=class_fields,
         checks=checks,
         enums=enums,
+        raw=raw,
     )
 
 
-def _load() -> _Registry:
-    directory = schema_dir()
-    if not (directory / f"{RECORD_TYPES[0].__name__}.avsc").is_file():
+def _load(
+    directory: Traversable | None = None, types: tuple[type[Record], ...] = RECORD_TYPES
+) -> _Registry:
+    """The codecs of ``types`` from the ``.avsc`` files in ``directory`` (the package's)."""
+    directory = directory or schema_dir()
+    if not (directory / f"{types[0].__name__}.avsc").is_file():
         raise CodecError(f"no Avro schemas in {directory}: the package is incomplete")
-    by_class = {cls: _load_one(directory, cls) for cls in RECORD_TYPES}
+    by_class = {cls: _load_one(directory, cls) for cls in types}
     by_header = {c.header: c for c in by_class.values()}
     if len(by_header) != len(by_class):
         raise CodecError("two record schemas share a fingerprint")
-    return _Registry(by_class=by_class, by_header=by_header)
+    registry = _Registry(by_class=by_class, by_header=by_header)
+    history = directory / "history"
+    if history.is_dir():
+        for path in sorted(history.iterdir(), key=lambda t: t.name):
+            if path.name.endswith(".avsc"):
+                _learn_into(registry, path.read_text(encoding="utf-8"))
+    return registry
+
+
+def _learn_into(registry: _Registry, text: str) -> bytes:
+    try:
+        raw = json.loads(text)
+        canonical = to_parsing_canonical_form(raw)
+        writer = parse_schema(_strip_logical_types(raw))
+    except (ValueError, TypeError, SchemaParseException) as exc:
+        raise CodecError(f"not an Avro schema: {exc}") from exc
+    fp = bytes.fromhex(_avro_fingerprint(canonical, "CRC-64-AVRO"))
+    header = MARKER + fp
+    if header in registry.by_header:
+        return fp
+    name = raw.get("name") if isinstance(raw, dict) else None
+    reader = next((c for c in registry.by_class.values() if c.cls.__name__ == name), None)
+    if reader is None or raw.get("namespace") != NAMESPACE:
+        raise CodecError(f"schema {fp.hex()} is not a version of a system-topic record")
+    problems = evolution.problems(reader.raw, raw)
+    if problems:
+        raise CodecError(
+            f"schema {fp.hex()} of {name} cannot be read by this version: " + "; ".join(problems)
+        )
+    registry.by_header[header] = replace(reader, header=header, writer=writer)
+    return fp
+
+
+def learn(text: str) -> bytes:
+    """Read records of another version of a schema (its ``.avsc`` text) from now on, through
+    Avro schema resolution into this version's; return its fingerprint.
+
+    Raises:
+        CodecError: ``text`` is not an Avro schema, names no system-topic record, or breaks
+            the evolution rule (:mod:`adapter.wire.evolution`); the reason says how.
+    """
+    registry = _get_registry()
+    with _lock:
+        return _learn_into(registry, text)
+
+
+SchemaSource = Callable[[bytes], "str | None"]
+"""Finds the ``.avsc`` text of a schema by its 8-byte fingerprint (None: not known there)."""
+
+_sources: list[SchemaSource] = []
+
+
+def add_schema_source(source: SchemaSource) -> None:
+    """Ask ``source`` for a fingerprint no known schema has, before refusing the record."""
+    with _lock:
+        if source not in _sources:
+            _sources.append(source)
+
+
+def schema_text(cls: type[Record]) -> str:
+    """The ``.avsc`` JSON of ``cls``'s schema, as another version learns it."""
+    return json.dumps(_codec_for(cls).raw, separators=(",", ":"))
 
 
 def _get_registry() -> _Registry:
@@ -254,31 +269,7 @@ def _codec_for(cls: type[Any]) -> _Codec:
     return codec
 
 
-class _Comparer:
-    """A write-only stream that checks what is written against ``data`` instead of keeping it.
-
-    Lets :func:`_decode_with` confirm that a body is in canonical encoding without building
-    a second copy of a possibly multi-megabyte record.
-    """
-
-    __slots__ = ("_data", "_pos", "same")
-
-    def __init__(self, data: bytes, pos: int) -> None:
-        self._data = data
-        self._pos = pos
-        self.same = True
-
-    def write(self, chunk: bytes) -> int:
-        if self.same and not self._data.startswith(chunk, self._pos):
-            self.same = False
-        self._pos += len(chunk)
-        return len(chunk)
-
-    def matched_all(self) -> bool:
-        return self.same and self._pos == len(self._data)
-
-
-def _write_body(codec: _Codec, record: Record, out: IO[bytes] | _Comparer) -> None:
+def _write_body(codec: _Codec, record: Record, out: IO[bytes] | SameBytes) -> None:
     """Check ``record`` against its schema and write its Avro binary body to ``out``."""
     datum = {name: getattr(record, name) for name in codec.field_names}
     for name, enum_cls in codec.enums:
@@ -341,12 +332,30 @@ def _codec_for_header(data: bytes) -> _Codec:
         raise CorruptRecordError(
             f"no single-object marker (starts with {data[: len(MARKER)].hex()})", raw=data
         )
-    codec = _get_registry().by_header.get(data[:HEADER_SIZE])
+    registry = _get_registry()
+    codec = registry.by_header.get(data[:HEADER_SIZE])
     if codec is None:
-        raise UnknownSchemaError(
-            f"unknown schema fingerprint {data[len(MARKER) : HEADER_SIZE].hex()}", raw=data
-        )
+        codec = _look_up(registry, data)
     return codec
+
+
+def _look_up(registry: _Registry, data: bytes) -> _Codec:
+    """The codec of a fingerprint no known schema has, learned from the schema sources."""
+    fp = data[len(MARKER) : HEADER_SIZE]
+    why = "unknown schema fingerprint " + fp.hex()
+    for source in list(_sources):
+        text = source(fp)
+        if text is None:
+            continue
+        try:
+            learn(text)
+        except CodecError as exc:
+            why = f"{why}: {exc}"
+            break
+        found = registry.by_header.get(data[:HEADER_SIZE])
+        if found is not None:
+            return found
+    raise UnknownSchemaError(why, raw=data)
 
 
 def decode(data: bytes) -> Record:
@@ -366,7 +375,11 @@ def _decode_with(codec: _Codec, data: bytes, canonical: bool = True) -> Record:
     stream = io.BytesIO(data)
     stream.seek(HEADER_SIZE)
     try:
-        datum = schemaless_reader(stream, codec.schema, None)
+        if codec.writer is None:
+            datum = schemaless_reader(stream, codec.schema, None)
+        else:
+            datum = schemaless_reader(stream, codec.writer, codec.schema)
+            canonical = False  # another version's bytes: there is no one encoding to compare
     except _READ_ERRORS as exc:
         raise CorruptRecordError(
             f"{name} body does not decode: {type(exc).__name__}: {exc}", raw=data
@@ -384,7 +397,7 @@ def _decode_with(codec: _Codec, data: bytes, canonical: bool = True) -> Record:
         record: Record = codec.cls(**datum)
         if not canonical:
             return record
-        comparer = _Comparer(data, HEADER_SIZE)
+        comparer = SameBytes(data, HEADER_SIZE)
         _write_body(codec, record, comparer)
     except (CodecError, ValueError, TypeError) as exc:
         raise CorruptRecordError(f"{name} body holds invalid values: {exc}", raw=data) from exc
@@ -412,7 +425,7 @@ def decode_as(cls: type[T], data: bytes, *, canonical: bool = True) -> T:
     wanted = _codec_for(cls)
     data = _as_bytes(data)
     found = _codec_for_header(data)
-    if found is not wanted:
+    if found.cls is not wanted.cls:
         raise CorruptRecordError(
             f"expected a {cls.__name__}, found a {found.cls.__name__}", raw=data
         )

@@ -16,7 +16,7 @@ import threading
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter import naming
@@ -26,7 +26,14 @@ from adapter.config import DEFAULT_MAX_RECONSUME_TIMES, ENV_DELAY_LEVELS
 from adapter.delay import DelayLevels
 from adapter.kafka import clients
 from tests.brokers import Broker
-from tests.support import create_topic, init_system_topics, read_committed, unique, wait_until
+from tests.support import (
+    ON_A_BROKER,
+    create_topic,
+    init_system_topics,
+    read_committed,
+    unique,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -92,14 +99,7 @@ class FailsFirstDelivery:
         return ConsumeStatus.RECONSUME_LATER if first else ConsumeStatus.CONSUME_SUCCESS
 
 
-@settings(
-    max_examples=3,
-    deadline=None,
-    derandomize=True,
-    phases=(Phase.explicit, Phase.generate),  # no shrinking: each example takes seconds
-    print_blob=False,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@ON_A_BROKER
 @given(headers=st.lists(header_lists, min_size=RECORDS, max_size=RECORDS))
 def test_records_with_malformed_rocketmq_headers_are_consumed_and_retried_without_a_crash(
     headers: list[list[tuple[str, bytes | None]]],

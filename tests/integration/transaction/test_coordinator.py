@@ -330,7 +330,7 @@ def test_a_corrupt_end_record_is_parked_and_the_coordinator_goes_on(
     assert bodies(read_committed(system_topics, topic, 1)) == Counter({"after": 1})
 
 
-def test_a_decision_naming_the_wrong_transaction_is_refused(
+def test_a_decision_naming_the_wrong_transaction_is_refused_and_parked_with_the_reason(
     system_topics, start_coordinator, make_transaction_producer, new_topic, new_group
 ) -> None:
     coordinator = start_coordinator(transaction_timeout_ms=60_000, check_interval_ms=60_000)
@@ -359,6 +359,13 @@ def test_a_decision_naming_the_wrong_transaction_is_refused(
         lambda: coordinator.metrics.refused._value.get() >= 1, timeout=30, what="the refusal"
     )
     assert read_committed(system_topics, topic, 0, timeout=3) == []
+    [parked] = [
+        r
+        for r in read_committed(system_topics, naming.POISON_TOPIC, 0, timeout=3)
+        if forged.transaction_id.encode() in r.value()
+    ]
+    assert headers(parked)["source.topic"] == END.encode()
+    assert headers(parked)["reason"].startswith(b"refused: decision for half offset")
 
 
 @pytest.mark.parametrize("kind", worker_kinds())

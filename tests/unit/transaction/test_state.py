@@ -198,6 +198,14 @@ def test_recovery_from_op_records_skips_resolved_messages_and_keeps_check_counts
     assert isinstance(duplicate, Duplicate)
 
 
+def test_an_unreadable_op_record_skipped_by_the_replay_is_not_read_again() -> None:
+    state: PartitionState[str] = PartitionState(POLICY, half_start=0, end_start=0, op_start=4)
+    state.skip_op(4)
+    state.skip_op(5)
+    state.recovery_done()
+    assert state.positions() == (0, 0, 6)
+
+
 def op_record(
     half_offset: int, kind: OpKind, *, check_times: int = 0, timestamp: int = 0
 ) -> OpRecord:

@@ -1,0 +1,150 @@
+"""The schemas topic: how producers and workers of two releases learn each other's schemas.
+
+Reproduces no RocketMQ behaviour: a RocketMQ broker's internal records never cross versions.
+Here, during a rolling upgrade, an application of one release and the workers of another share
+the system topics. Each process that writes or reads them publishes the ``.avsc`` text of its
+record schemas to ``RMQ_SYS_SCHEMAS`` (compacted, keyed by fingerprint) once per cluster, and a
+producer starts only once that is acknowledged (or :data:`START_WAIT_S` passed), so a reader
+finds a writer's schema there before it meets the writer's first record. A reader that meets a
+fingerprint it does not know reads the topic again only when the topic has grown, so a stream
+of garbage costs one offset query per record. What it finds is learned only if it follows the
+evolution rule (:mod:`adapter.wire.evolution`).
+
+Known gaps: publishing is best effort. A record whose schema never reached the topic (its
+writer could not write there, or the topic does not exist: run ``rmq-adapter topics init``) is
+parked as an unknown schema, and is not re-driven when the schema turns up later.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from adapter import naming
+from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.config import KafkaSettings
+from adapter.kafka import clients, io
+from adapter.wire import codec
+from adapter.wire.records import RECORD_TYPES
+
+__all__ = ["SCHEMAS", "START_WAIT_S", "SchemaTopic", "publish", "install"]
+
+log = logging.getLogger("adapter.schemas")
+
+SCHEMAS = naming.kafka_topic(naming.SCHEMAS_TOPIC)
+START_WAIT_S = 3.0
+"""How long a producer's start waits for its schemas to be acknowledged."""
+_TIMEOUT_S = 10.0
+
+
+def _exists(conf: dict[str, Any]) -> bool:
+    # All topics, never one by name: naming a missing topic would auto-create it uncompacted.
+    admin = clients.admin(conf)
+    return SCHEMAS in admin.list_topics(timeout=_TIMEOUT_S).topics
+
+
+def publish(kafka: KafkaSettings) -> bool:
+    """Write this version's schemas to the schemas topic; False (logged) when it cannot."""
+    conf = kafka.librdkafka({})
+    try:
+        if not _exists(conf):
+            log.info("no %s topic: schemas not published", naming.SCHEMAS_TOPIC)
+            return False
+        producer = clients.producer({**conf, "message.timeout.ms": int(_TIMEOUT_S * 1000)})
+        failures: list[str] = []
+        for cls in RECORD_TYPES:
+            producer.produce(
+                SCHEMAS,
+                codec.schema_text(cls).encode(),
+                key=codec.fingerprint(cls).hex().encode(),
+                on_delivery=lambda e, _m: failures.append(str(e)) if e is not None else None,
+            )
+        if producer.flush(_TIMEOUT_S) or failures:
+            log.warning("schemas not published to %s: %s", naming.SCHEMAS_TOPIC, failures[:1])
+            return False
+    except KafkaException as exc:
+        # Kafka is away: whoever needs it says so; this is no news of its own.
+        log.debug("schemas not published to %s: %s", naming.SCHEMAS_TOPIC, exc)
+        return False
+    return True
+
+
+@dataclass(eq=False)
+class SchemaTopic:
+    """A schema source for :func:`adapter.wire.codec.add_schema_source`: the schemas topic of
+    one cluster, read again when asked for an unknown fingerprint and the topic has grown."""
+
+    kafka: KafkaSettings
+    clock: Clock = SYSTEM_CLOCK
+    _known: dict[bytes, str] = field(default_factory=dict)
+    _reader: Consumer | None = None
+    _read_to: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, fingerprint: bytes) -> str | None:
+        with self._lock:
+            if fingerprint not in self._known:
+                try:
+                    self._catch_up()
+                except KafkaException as exc:
+                    log.warning("cannot read %s: %s", naming.SCHEMAS_TOPIC, exc)
+            return self._known.get(fingerprint)
+
+    def _catch_up(self) -> None:
+        if self._reader is None:
+            conf = self.kafka.librdkafka({})
+            if not _exists(conf):
+                return
+            self._reader = clients.consumer(
+                {"group.id": "rmq-adapter-schemas", **conf, **io.READER_SETTINGS}
+            )
+            self._reader.assign([TopicPartition(SCHEMAS, 0, 0)])
+        reader = self._reader
+        _, end = reader.get_watermark_offsets(TopicPartition(SCHEMAS, 0), timeout=_TIMEOUT_S)
+        deadline = self.clock.monotonic() + _TIMEOUT_S
+        while self._read_to < end and self.clock.monotonic() < deadline:
+            record = reader.poll(0.2)
+            if record is None:
+                continue
+            error = record.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                self._read_to = max(self._read_to, record.offset() or 0)
+                continue
+            self._read_to = (record.offset() or 0) + 1
+            key, value = record.key(), record.value()
+            try:
+                if key and value:
+                    self._known[bytes.fromhex(key.decode("ascii"))] = value.decode("utf-8")
+            except ValueError:
+                log.warning("%s holds a record that is not a schema", naming.SCHEMAS_TOPIC)
+
+
+_published: dict[str, threading.Event] = {}
+_install_lock = threading.Lock()
+
+
+def install(kafka: KafkaSettings) -> threading.Event:
+    """Once per process and cluster: publish this version's schemas (in the background) and
+    look unknown fingerprints up in the cluster's schemas topic. The event is set once the
+    publishing is over, acknowledged or not."""
+    with _install_lock:
+        done = _published.get(kafka.bootstrap_servers)
+        if done is not None:
+            return done
+        done = _published[kafka.bootstrap_servers] = threading.Event()
+    codec.add_schema_source(SchemaTopic(kafka))
+
+    def run() -> None:
+        try:
+            publish(kafka)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="publish-schemas", daemon=True).start()
+    return done
