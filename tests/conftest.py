@@ -7,6 +7,7 @@ Fixtures are created only when a test asks for one, so the unit tests never star
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,7 +21,8 @@ from adapter.delay import DelayLevels
 from adapter.kafka import clients
 from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.transaction.coordinator import TransactionCoordinator
-from tests.brokers import Broker, start_broker
+from tests.brokers import Broker, engine_answers, start_broker
+from tests.cluster import KafkaCluster, start_cluster
 from tests.support import announce, init_system_topics, running_workers, unique
 from tests.workers import kill_leftovers
 
@@ -60,6 +62,24 @@ def own_kafka(
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """Three Kafka brokers in containers (``tests/cluster.py``), started on first use. It needs
+    a container engine (``make test`` starts podman's); without one it fails, never skips."""
+    if not engine_answers():
+        raise RuntimeError(
+            "the three-broker cluster runs in containers and no container engine answers at "
+            f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}: run the suite with "
+            "`make test` or through infra/with-podman.sh"
+        )
+    cluster = start_cluster()
+    announce(request.config, f"\n[kafka cluster] {cluster.description}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

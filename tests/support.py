@@ -113,10 +113,11 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
 
 
 def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> str:
-    """A fresh topic on a broker other than the session's (no clean-up needed there)."""
+    """A fresh topic on a broker other than the session's (no clean-up needed there), with the
+    broker's default replication (3 on the three-broker cluster)."""
     name = unique(prefix)
     admin = clients.admin({"bootstrap.servers": bootstrap})
-    new = NewTopic(naming.kafka_topic(name), partitions, 1)
+    new = NewTopic(naming.kafka_topic(name), partitions)
     for future in admin.create_topics([new]).values():
         future.result(timeout=30)
     return name

@@ -27,6 +27,8 @@ from adapter.clock import SYSTEM_CLOCK
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients, io
 
+log = logging.getLogger("adapter.kafka")
+
 T = TypeVar("T")
 
 WATCHDOG_GRACE_S = 5.0
@@ -70,8 +72,13 @@ def within(deadline_s: float, what: str, call: Callable[[], T]) -> T:
 
 
 def _dispose(producer: Producer) -> None:
-    producer.purge()
-    producer.flush(0)
+    """Drop what a replaced producer still holds; a fenced or failed one may refuse, which
+    changes nothing: its transaction is aborted by the broker or fenced already."""
+    try:
+        producer.purge()
+        producer.flush(0)
+    except KafkaException as exc:
+        log.debug("a replaced producer refused to be flushed: %s", exc)
 
 
 def _retriable(exc: BaseException) -> bool:

@@ -1,0 +1,290 @@
+"""Faults on a three-broker cluster: nothing lost, nothing twice.
+
+Each test drives real traffic through the adapter on ``kafka_cluster`` (RF 3, min ISR 2),
+injects one fault while it flows (a partition leader SIGKILLed, a broker frozen past its
+session timeout, a rolling restart, the controller quorum leader SIGKILLed), brings the cluster
+back, and counts every message a read_committed reader sees. It prints what it injected, when,
+and the counts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from adapter import naming
+from adapter.client import ConsumeStatus, Message, TransactionStatus
+from adapter.config import ENV_DELAY_LEVELS
+from adapter.delay import DelayLevels
+from adapter.exceptions import ProducerException
+from adapter.ops.cli import main as cli
+from tests.cluster import KafkaCluster, Node
+from tests.support import create_topic, read_committed, unique, wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+
+HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
+END = naming.kafka_topic(naming.TRANS_END_TOPIC)
+OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
+SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
+SYSTEM = [HALF, END, OP, SCHEDULE]
+LEVELS = "1s 1s 1s 2s"
+COMMIT, ROLLBACK = TransactionStatus.COMMIT, TransactionStatus.ROLLBACK
+FAST = {"transaction_timeout_ms": 1500, "check_interval_ms": 1000}
+
+
+class Journal:
+    """What a test injected and when, printed as it goes."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def note(self, what: str) -> None:
+        print(f"[fault +{time.monotonic() - self.start:5.1f} s] {what}", flush=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(kafka_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    """The cluster with its system topics, made by `topics init` with the defaults it picks."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(ENV_DELAY_LEVELS, LEVELS)
+        init = ["topics", "init", "--bootstrap", kafka_cluster.bootstrap]
+        refused = CliRunner().invoke(cli, [*init, "--replication-factor", "1"])
+        assert refused.exit_code != 0
+        assert "refusing replication factor 1 on a cluster of 3 brokers" in refused.output
+        done = CliRunner().invoke(cli, init)
+        assert done.exit_code == 0, done.output
+        assert "replication 3, min ISR 2" in done.output, done.output
+        yield kafka_cluster
+
+
+@pytest.fixture(autouse=True)
+def short_levels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_DELAY_LEVELS, LEVELS)
+
+
+@pytest.fixture(autouse=True)
+def healthy_afterwards(cluster: KafkaCluster) -> Iterator[None]:
+    """Whatever a test did to the nodes, the next one starts on a whole cluster."""
+    yield
+    for node in cluster.nodes:
+        status = node.status()
+        if status == "paused":
+            node.unpause()
+        elif status != "running":
+            node.start()
+    cluster.wait_healthy(SYSTEM)
+
+
+def in_background(work: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread
+
+
+class Burst:
+    """``count`` transactions through the coordinator on the cluster, 20 a second, in the
+    background. Each whose local transaction ran commits and is remembered in ``committed``,
+    which the checker answers from, as the application's database would."""
+
+    def __init__(self, cluster: KafkaCluster, start_coordinator, make_producer, count: int):  # type: ignore[no-untyped-def]
+        start_coordinator(bootstrap=cluster.bootstrap, **FAST)
+        self.topic = create_topic(cluster.bootstrap, partitions=2)
+        self.committed: set[str] = set()
+        self.refused = 0
+        self._producer = make_producer(
+            unique("PG"),
+            lambda m: COMMIT if m.body.decode() in self.committed else ROLLBACK,
+            bootstrap=cluster.bootstrap,
+        )
+        self._thread = in_background(lambda: self._send(count))
+
+    def _commit_locally(self, msg, _args) -> TransactionStatus:  # type: ignore[no-untyped-def]
+        self.committed.add(msg.body.decode())
+        return COMMIT
+
+    def _send(self, count: int) -> None:
+        for n in range(count):
+            message = Message(self.topic)
+            message.set_body(f"tx-{n}")
+            try:
+                self._producer.send_message_in_transaction(message, self._commit_locally)
+            except ProducerException:
+                self.refused += 1  # no half message acknowledged: the local transaction never ran
+            time.sleep(0.05)
+
+    def under_way(self, committed: int) -> None:
+        wait_until(lambda: len(self.committed) >= committed, timeout=60, what="the burst")
+
+    def finish(self, journal: Journal) -> None:
+        self._thread.join(120)
+        journal.note(f"burst done: {len(self.committed)} committed, {self.refused} refused")
+
+
+@pytest.fixture
+def burst(cluster: KafkaCluster, start_coordinator, make_transaction_producer):  # type: ignore[no-untyped-def]
+    """Factory: ``burst(count)`` starts a coordinator and a transactional burst."""
+    return lambda count: Burst(cluster, start_coordinator, make_transaction_producer, count)
+
+
+def settled_exactly_once(cluster: KafkaCluster, topic: str, expected: set[str]) -> None:
+    records = read_committed(cluster.bootstrap, topic, len(expected), timeout=120)
+    counts = Counter(r.value().decode() for r in records)
+    lost = sorted(expected - set(counts))
+    twice = sorted(b for b, c in counts.items() if c > 1)
+    extra = sorted(set(counts) - expected)
+    print(f"[counts] expected {len(expected)}, read {len(records)}, lost {lost}, twice {twice}")
+    assert (lost, twice, extra) == ([], [], []), "exactly once"
+
+
+def kill_mid_burst(journal: Journal, node: Node, why: str) -> None:
+    journal.note(f"SIGKILL node {node.node_id} ({why})")
+    node.kill()
+
+
+# -- the faults ---------------------------------------------------------------------------------
+
+
+def test_the_leader_of_half_partition_0_killed_mid_burst_loses_and_doubles_nothing(
+    cluster: KafkaCluster, burst
+) -> None:
+    journal = Journal()
+    traffic = burst(80)
+    traffic.under_way(20)
+    victim = cluster.leader_of(HALF, 0)
+    kill_mid_burst(journal, victim, f"leader of {HALF}-0")
+    traffic.finish(journal)
+    victim.start()
+    journal.note(f"node {victim.node_id} started again")
+    settled_exactly_once(cluster, traffic.topic, traffic.committed)
+
+
+def test_the_leader_of_a_schedule_level_killed_mid_burst_loses_and_doubles_nothing(
+    cluster: KafkaCluster, start_forwarder, make_producer
+) -> None:
+    journal = Journal()
+    start_forwarder(bootstrap=cluster.bootstrap, levels=DelayLevels.parse(LEVELS))
+    topic = create_topic(cluster.bootstrap, partitions=2)
+    producer = make_producer(bootstrap=cluster.bootstrap)
+    sent: set[str] = set()
+    victim: Node | None = None
+    for n in range(80):
+        message = Message(topic)
+        message.set_body(f"delayed-{n}")
+        message.set_delay_time_level(1)
+        try:
+            producer.send_sync(message)
+            sent.add(f"delayed-{n}")
+        except ProducerException:
+            pass  # not acknowledged: the application knows it was not sent
+        if n == 25:
+            victim = cluster.leader_of(SCHEDULE, 0)
+            kill_mid_burst(journal, victim, f"leader of {SCHEDULE}-0, level 1")
+        time.sleep(0.05)
+    assert victim is not None
+    journal.note(f"burst done: {len(sent)} of 80 sends acknowledged")
+    victim.start()
+    journal.note(f"node {victim.node_id} started again")
+    settled_exactly_once(cluster, topic, sent)
+
+
+def test_a_broker_frozen_past_its_session_timeout_loses_and_doubles_nothing(
+    cluster: KafkaCluster, burst
+) -> None:
+    journal = Journal()
+    traffic = burst(120)
+    traffic.under_way(15)
+    frozen = cluster.leader_of(END, 0)
+    journal.note(f"pause node {frozen.node_id} (leader of {END}-0) for 15 s")
+    frozen.pause()
+    time.sleep(15)  # past broker.session.timeout.ms (9 s) and the workers' 6 s sessions
+    frozen.unpause()
+    journal.note(f"unpaused node {frozen.node_id}")
+    traffic.finish(journal)
+    settled_exactly_once(cluster, traffic.topic, traffic.committed)
+
+
+def test_a_rolling_restart_under_a_consumer_group_with_retries_loses_nothing(
+    cluster: KafkaCluster, start_forwarder, make_producer, make_consumer
+) -> None:
+    journal = Journal()
+    start_forwarder(bootstrap=cluster.bootstrap, levels=DelayLevels.parse(LEVELS))
+    topic = create_topic(cluster.bootstrap, partitions=4)
+    group = unique("GID_rolling")
+    lock = threading.Lock()
+    deliveries: Counter[str] = Counter()
+    accepted: Counter[str] = Counter()
+
+    def fail_first(msg) -> ConsumeStatus:  # type: ignore[no-untyped-def]
+        body = msg.body.decode()
+        with lock:
+            deliveries[body] += 1
+            if deliveries[body] == 1:
+                return ConsumeStatus.RECONSUME_LATER
+            accepted[body] += 1
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    for instance in ("a", "b"):
+        make_consumer(group, topic, fail_first, instance=instance, bootstrap=cluster.bootstrap)
+    producer = make_producer(bootstrap=cluster.bootstrap)
+    sent: set[str] = set()
+    stop = threading.Event()
+
+    def send() -> None:
+        n = 0
+        while not stop.is_set():
+            message = Message(topic)
+            message.set_body(f"m-{n}")
+            try:
+                producer.send_sync(message)
+                sent.add(f"m-{n}")
+            except ProducerException:
+                pass
+            n += 1
+            time.sleep(0.1)
+
+    sender = in_background(send)
+    for node in cluster.nodes:
+        journal.note(f"stop node {node.node_id}")
+        node.stop()
+        node.start()
+        cluster.wait_healthy(SYSTEM)
+        journal.note(f"node {node.node_id} back, every replica in sync")
+    stop.set()
+    sender.join(30)
+    journal.note(f"{len(sent)} messages sent during the restart")
+    wait_until(
+        lambda: all(accepted[b] >= 1 for b in sent),
+        timeout=120,
+        what="every message accepted after its retry",
+    )
+    twice = sorted(b for b, c in accepted.items() if c > 1)
+    print(f"[counts] sent {len(sent)}, accepted {len(accepted)}, accepted twice {twice}")
+    retried = read_committed(cluster.bootstrap, naming.retry_topic(group), len(sent))
+    retry_counts = Counter(r.value().decode() for r in retried)
+    print(f"[counts] in %RETRY%: {len(retried)} records of {len(retry_counts)} messages")
+    assert set(accepted) == sent, "nothing lost, nothing foreign"
+    assert set(retry_counts) >= sent, "each failed delivery went through the retry topic"
+
+
+def test_the_controller_quorum_leader_killed_mid_burst_loses_and_doubles_nothing(
+    cluster: KafkaCluster, burst
+) -> None:
+    journal = Journal()
+    traffic = burst(80)
+    traffic.under_way(20)
+    victim = cluster.quorum_leader()
+    kill_mid_burst(journal, victim, "the KRaft quorum leader")
+    wait_until(
+        lambda: cluster.quorum_leader() is not victim, timeout=60, what="a new quorum leader"
+    )
+    journal.note(f"node {cluster.quorum_leader().node_id} leads the quorum")
+    traffic.finish(journal)
+    victim.start()
+    journal.note(f"node {victim.node_id} started again")
+    settled_exactly_once(cluster, traffic.topic, traffic.committed)
