@@ -5,14 +5,21 @@ controller, on the host's network with 127.0.0.1 listeners (so no container DNS 
 nothing listens beyond loopback). Internal topics are replicated three times with
 ``min.insync.replicas`` 2, as on a production cluster. Faults: SIGKILL a node's container,
 freeze it (``podman pause``), stop it gracefully, and start it again on the same data.
+
+Each node has two client listeners: PLAINTEXT (whose anonymous principal is a super user, for
+the fault tests and for setting up users and ACLs) and SECURE, SASL/SCRAM-SHA-512 over TLS with
+a certificate for 127.0.0.1 signed by a CA made for the run (``openssl``), where Kafka's
+``StandardAuthorizer`` enforces ACLs. Replication and the controllers use PLAINTEXT on loopback.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -38,17 +45,36 @@ CLUSTER_SETTINGS = {
 }
 
 
-def node_env(node_id: int, ports: list[tuple[int, int]]) -> dict[str, str]:
+SCRAM = "SCRAM-SHA-512"
+CERTS = "/certs"
+
+
+def node_env(node_id: int, ports: list[tuple[int, int, int]]) -> dict[str, str]:
     """The KAFKA_* environment of node ``node_id`` (1-based) of a cluster on ``ports``
-    (client port, controller port) per node."""
-    port, controller = ports[node_id - 1]
-    voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+    (client port, controller port, secure port) per node."""
+    port, controller, secure = ports[node_id - 1]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c, _) in enumerate(ports))
     settings = {
         **CLUSTER_SETTINGS,
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": (
+            f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},"
+            f"SECURE://127.0.0.1:{secure}"
+        ),
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SECURE://127.0.0.1:{secure}",
+        "listener.security.protocol.map": (
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SECURE:SASL_SSL"
+        ),
+        "sasl.enabled.mechanisms": SCRAM,
+        "listener.name.secure.sasl.enabled.mechanisms": SCRAM,
+        "listener.name.secure.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "listener.name.secure.ssl.keystore.type": "PEM",
+        "listener.name.secure.ssl.keystore.location": f"{CERTS}/broker.pem",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS;User:admin",
     }
     return kafka_env(settings, cluster_id="rmqkafkaclusterAAAAAA", heap="-Xmx512m -Xms192m")
 
@@ -58,6 +84,7 @@ class Node:
     node_id: int
     port: int
     controller: int
+    secure: int
     container: object
 
     @property
@@ -112,6 +139,14 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
+
+    @property
+    def secure_bootstrap(self) -> str:
+        """SASL/SCRAM-SHA-512 over TLS, with ACLs enforced (``ca`` verifies the brokers)."""
+        return ",".join(f"127.0.0.1:{n.secure}" for n in self.nodes)
+
+    ca: str = ""
+    """The PEM file of the CA that signed the brokers' certificate."""
 
     def admin(self) -> AdminClient:
         if self._admin is None:
@@ -185,14 +220,78 @@ def _quiet(check):  # type: ignore[no-untyped-def]
         return False
 
 
-def start_cluster() -> KafkaCluster:
+def make_certificates(directory: Path) -> None:
+    """A CA (``ca.pem``) and a certificate for 127.0.0.1 it signs, with its key, in one PEM
+    file as Kafka's PEM key store reads it (``broker.pem``)."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)  # noqa: S603, S607
+
+    subject = "/CN=rmq-kafka-adapter test CA"
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        subject,
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "broker.key",
+        "-out",
+        "broker.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    )
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "broker.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "broker.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    )
+    key = (directory / "broker.key").read_text()
+    (directory / "broker.pem").write_text(key + (directory / "broker.crt").read_text())
+    for name in ("broker.pem", "ca.pem"):
+        (directory / name).chmod(0o644)
+
+
+def start_cluster(certificates: Path) -> KafkaCluster:
     from testcontainers.core.container import DockerContainer
 
-    ports: list[tuple[int, int]] = []
+    make_certificates(certificates)
+    ports: list[tuple[int, int, int]] = []
+    taken: set[int] = set()
     while len(ports) < 3:
         port = local_broker.free_port_pair()
-        if all(abs(port - p) > 1 for p, _ in ports):
-            ports.append((port, port + 1))
+        secure = local_broker.free_port_pair()
+        wanted = {port, port + 1, secure, secure + 1}
+        if len(wanted) == 4 and not wanted & taken:
+            taken |= wanted
+            ports.append((port, port + 1, secure))
     image = kafka_image()
     nodes: list[Node] = []
     try:
@@ -200,11 +299,12 @@ def start_cluster() -> KafkaCluster:
             container = (
                 DockerContainer(image)
                 .with_envs(**node_env(node_id, ports))
+                .with_volume_mapping(str(certificates), CERTS, "ro")
                 .with_kwargs(network_mode="host", labels={TEST_LABEL: "kafka-cluster"})
             )
             container.start()  # no wait: a node is ready only once the quorum has formed
             nodes.append(Node(node_id, *ports[node_id - 1], container))
-        cluster = KafkaCluster(nodes)
+        cluster = KafkaCluster(nodes, ca=str(certificates / "ca.pem"))
         started = time.monotonic()
         cluster.wait_healthy(timeout=180)
         cluster.description = (

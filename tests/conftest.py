@@ -65,7 +65,9 @@ def own_kafka(
 
 
 @pytest.fixture(scope="session")
-def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+def kafka_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KafkaCluster]:
     """Three Kafka brokers in containers (``tests/cluster.py``), started on first use. It needs
     a container engine (``make test`` starts podman's); without one it fails, never skips."""
     if not engine_answers():
@@ -74,7 +76,7 @@ def kafka_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
             f"DOCKER_HOST={os.environ.get('DOCKER_HOST', '(unset)')}: run the suite with "
             "`make test` or through infra/with-podman.sh"
         )
-    cluster = start_cluster()
+    cluster = start_cluster(tmp_path_factory.mktemp("certificates"))
     announce(request.config, f"\n[kafka cluster] {cluster.description}")
     try:
         yield cluster

@@ -13,11 +13,13 @@ Fault injection: ``kill()`` sends SIGKILL (to the process, or to the container's
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -51,10 +53,11 @@ class ProcessWorker:
     """A child process whose output is drained on a thread (a full pipe would block it) and
     kept, so that ``wait_for_output`` sees every line printed since the start."""
 
-    def __init__(self, module: str, *args: str) -> None:
+    def __init__(self, module: str, *args: str, env: Mapping[str, str] | None = None) -> None:
         self.process = subprocess.Popen(  # noqa: S603 - fixed argv
             [sys.executable, "-m", module, *args],
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,  # kept with the rest: nothing reaches the terminal
             text=True,
@@ -140,10 +143,15 @@ class ContainerWorker:
 
 
 def start_worker(
-    kind: str, module: str, *args: str, mounts: tuple[Path, ...] = ()
+    kind: str,
+    module: str,
+    *args: str,
+    mounts: tuple[Path, ...] = (),
+    env: Mapping[str, str] | None = None,
 ) -> ProcessWorker | ContainerWorker:
+    """A worker as a process (with ``env`` added to this one's) or in a container."""
     if kind == "process":
-        return ProcessWorker(module, *args)
+        return ProcessWorker(module, *args, env=env)
     if kind == "container":
         return ContainerWorker(module, *args, mounts=mounts)
     raise ValueError(f"unknown worker kind {kind!r}")

@@ -12,6 +12,7 @@ request futures. Here the same few Kafka patterns recur, and each lives here:
   deadline; produce one record and wait for its acknowledgement;
 - :class:`PartitionCounts`: topics' partition counts, cached, never creating a topic by asking;
 - :func:`committed_offsets`: a group's committed offsets;
+- :func:`require_visible`: the topics a command needs, or a clear error naming the permission;
 - :func:`decode`: a system record out of a Kafka record, errors located at the record.
 
 Known gaps: none.
@@ -20,7 +21,7 @@ Known gaps: none.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -104,6 +105,12 @@ def read_to_end(
                 open_partitions.discard(record.partition() or 0)
                 if not open_partitions:
                     return
+            elif error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                raise AdapterError(
+                    f"the principal is not authorised to READ topic {naming.decode(topic)} "
+                    f"({error.str()}; ACLs: README)",
+                    topic=topic,
+                )
             elif error.fatal() or not error.retriable():
                 raise KafkaException(error)
         raise AdapterError(
@@ -199,10 +206,27 @@ def produce_and_ack(
     if not ack.done.is_set():
         raise DeliveryError(f"no acknowledgement within {timeout_s:g} s for {what}", topic=topic)
     if ack.error is not None:
-        raise DeliveryError(
-            f"Kafka refused {what}: {ack.error.str()}", topic=topic, kafka_error=ack.error
-        )
+        why = ack.error.str()
+        if ack.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            why += f" (the principal is not authorised to WRITE topic {naming.decode(topic)})"
+        raise DeliveryError(f"Kafka refused {what}: {why}", topic=topic, kafka_error=ack.error)
     return ack
+
+
+def require_visible(client: Any, topics: Sequence[str], operation: str, timeout_s: float) -> None:
+    """Every Kafka topic of ``topics`` is visible to this client's principal; otherwise an
+    ``AdapterError`` naming them and the permission ``operation`` the principal needs (a topic
+    the principal may not describe is left out of the metadata, as a missing one is)."""
+    metadata = client.list_topics(timeout=timeout_s)
+    hidden = [
+        t for t in topics if t not in metadata.topics or metadata.topics[t].error is not None
+    ]
+    if hidden:
+        names = ", ".join(naming.decode(t) for t in hidden)
+        raise AdapterError(
+            f"cannot see topic {names}: the principal is not authorised to {operation} it, or it "
+            "does not exist (ACLs: README; `rmq-adapter topics init` creates the system topics)"
+        )
 
 
 class MissingTopic(AdapterError):

@@ -36,7 +36,7 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, schemas
+from adapter.kafka import clients, io, schemas
 from adapter.kafka.io import caught_up, fetch
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker, parked_headers
@@ -158,6 +158,8 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        admin = clients.admin(self.config.kafka.librdkafka({}))
+        io.require_visible(admin, [SCHEDULE], "READ", 10.0)
         check_schedule_partitions(self.topics, self.config.levels)
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         consumer = clients.consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP))

@@ -79,7 +79,16 @@ class Resumed:
 
 
 def _half_partitions(kafka: KafkaSettings, timeout_s: float) -> int:
-    count = existing_half_partitions(clients.reach(kafka.librdkafka({}), timeout_s))
+    metadata = clients.reach(kafka.librdkafka({}), timeout_s)
+    readable = [HALF, OP]
+    hidden = [t for t in readable if t not in metadata.topics]
+    if hidden and HALF not in hidden:
+        names = ", ".join(naming.decode(t) for t in hidden)
+        raise AdapterError(
+            f"cannot see topic {names}: the principal is not authorised to READ it, or it does "
+            "not exist (ACLs: README; `rmq-adapter topics init` creates the system topics)"
+        )
+    count = existing_half_partitions(metadata)
     if count is None:
         raise AdapterError(
             f"{naming.TRANS_HALF_TOPIC} does not exist: run `rmq-adapter topics init`"

@@ -12,18 +12,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from click.testing import CliRunner
 
 from adapter import naming
 from adapter.client import ConsumeStatus, Message, TransactionStatus
-from adapter.config import ENV_DELAY_LEVELS
 from adapter.delay import DelayLevels
 from adapter.exceptions import ProducerException
-from adapter.ops.cli import main as cli
 from tests.cluster import KafkaCluster, Node
+from tests.integration.cluster.conftest import LEVELS, SYSTEM
 from tests.support import create_topic, read_committed, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -32,8 +30,6 @@ HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
 SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
-SYSTEM = [HALF, END, OP, SCHEDULE]
-LEVELS = "1s 1s 1s 2s"
 COMMIT, ROLLBACK = TransactionStatus.COMMIT, TransactionStatus.ROLLBACK
 FAST = {"transaction_timeout_ms": 1500, "check_interval_ms": 1000}
 
@@ -46,39 +42,6 @@ class Journal:
 
     def note(self, what: str) -> None:
         print(f"[fault +{time.monotonic() - self.start:5.1f} s] {what}", flush=True)
-
-
-@pytest.fixture(scope="module")
-def cluster(kafka_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
-    """The cluster with its system topics, made by `topics init` with the defaults it picks."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv(ENV_DELAY_LEVELS, LEVELS)
-        init = ["topics", "init", "--bootstrap", kafka_cluster.bootstrap]
-        refused = CliRunner().invoke(cli, [*init, "--replication-factor", "1"])
-        assert refused.exit_code != 0
-        assert "refusing replication factor 1 on a cluster of 3 brokers" in refused.output
-        done = CliRunner().invoke(cli, init)
-        assert done.exit_code == 0, done.output
-        assert "replication 3, min ISR 2" in done.output, done.output
-        yield kafka_cluster
-
-
-@pytest.fixture(autouse=True)
-def short_levels(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV_DELAY_LEVELS, LEVELS)
-
-
-@pytest.fixture(autouse=True)
-def healthy_afterwards(cluster: KafkaCluster) -> Iterator[None]:
-    """Whatever a test did to the nodes, the next one starts on a whole cluster."""
-    yield
-    for node in cluster.nodes:
-        status = node.status()
-        if status == "paused":
-            node.unpause()
-        elif status != "running":
-            node.start()
-    cluster.wait_healthy(SYSTEM)
 
 
 def in_background(work: Callable[[], None]) -> threading.Thread:

@@ -1,0 +1,232 @@
+"""SASL/SCRAM-SHA-512 over TLS with ACLs: seed 004 as an application and a worker of its own.
+
+Three principals on the cluster's SECURE listener: ``admin`` (a super user, for the operator's
+commands), the application and the adapter's workers, whose ACLs are the README's table
+(:func:`adapter.ops.acls.grants`). Every client takes its security settings from the
+``RMQ_ADAPTER_KAFKA_*`` environment only; no password may reach a log line.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import Counter
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+from adapter import naming
+from adapter.client import ConsumeStatus, Message, TransactionStatus
+from adapter.config import ENV_DELAY_LEVELS, KafkaSettings
+from adapter.exceptions import AdapterError, DeliveryError, ProducerSendSyncFailed
+from adapter.kafka import clients, io
+from adapter.ops import acls
+from adapter.ops.cli import main as cli
+from tests.cluster import SCRAM, KafkaCluster
+from tests.integration.cluster.conftest import LEVELS
+from tests.support import create_topic, unique, wait_until
+from tests.workers import start_worker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+
+HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
+OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
+PASSWORDS = {name: f"pw-{name}-{secrets.token_hex(8)}" for name in ("admin", "app", "worker")}
+
+# Seed 004, RocketMQ's transactional example: ROLLBACK for Num0 and Num1, UNKNOWN for Num8 and
+# Num9 (the check-back then answers COMMIT), COMMIT for the rest.
+SEED_KEYS = [f"Num{i}" for i in range(10)]
+SEED_LOCAL = {"Num0": "ROLLBACK", "Num1": "ROLLBACK", "Num8": "UNKNOWN", "Num9": "UNKNOWN"}
+
+
+def principal_env(cluster: KafkaCluster, user: str) -> dict[str, str]:
+    """The RMQ_ADAPTER_KAFKA_* settings of ``user`` on the secure listener."""
+    return {
+        "RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "RMQ_ADAPTER_KAFKA_SASL_MECHANISMS": SCRAM,
+        "RMQ_ADAPTER_KAFKA_SASL_USERNAME": user,
+        "RMQ_ADAPTER_KAFKA_SASL_PASSWORD": PASSWORDS[user],
+        "RMQ_ADAPTER_KAFKA_SSL_CA_LOCATION": cluster.ca,
+    }
+
+
+class Names:
+    topic = ""
+    other = ""
+    producer_group = unique("PG_secure")
+    consumer_group = unique("GID_secure")
+
+
+@pytest.fixture(scope="module")
+def secured(cluster: KafkaCluster) -> KafkaCluster:
+    """The users and the README's ACLs, set up as a super user on the PLAINTEXT listener."""
+    admin = cluster.admin()
+    upserts = [
+        UserScramCredentialUpsertion(
+            name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode()
+        )
+        for name, password in PASSWORDS.items()
+    ]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(timeout=30)
+    Names.topic = create_topic(cluster.bootstrap, 2, "Secure")
+    Names.other = create_topic(cluster.bootstrap, 1, "NotYours")
+    table = acls.grants(
+        "User:app",
+        "User:worker",
+        topics=[Names.topic],
+        producer_groups=[Names.producer_group],
+        consumer_groups=[Names.consumer_group],
+    )
+    for future in admin.create_acls(acls.bindings(table)).values():
+        future.result(timeout=30)
+    return cluster
+
+
+@pytest.fixture
+def as_application(secured: KafkaCluster, monkeypatch: pytest.MonkeyPatch) -> KafkaCluster:
+    for name, value in principal_env(secured, "app").items():
+        monkeypatch.setenv(name, value)
+    return secured
+
+
+def no_password_in(*texts: str) -> None:
+    for text in texts:
+        for password in PASSWORDS.values():
+            assert password not in text, "a password reached the output"
+
+
+def test_every_command_takes_the_security_settings_from_the_environment(
+    secured: KafkaCluster,
+) -> None:
+    env = {**principal_env(secured, "admin"), ENV_DELAY_LEVELS: LEVELS}
+    runner = CliRunner()
+    outputs = []
+    for command in (
+        ["topics", "init", "--bootstrap", secured.secure_bootstrap],
+        ["status", "--bootstrap", secured.secure_bootstrap],
+        ["transactions", "list", "--bootstrap", secured.secure_bootstrap],
+    ):
+        done = runner.invoke(cli, command, env=env)
+        outputs.append(done.output)
+        assert done.exit_code == 0, f"{command}: {done.output}"
+    assert "ok" in outputs[0]
+    no_password_in(*outputs)
+
+
+def test_seed_004_runs_under_the_acls_and_no_password_is_logged(
+    as_application: KafkaCluster, make_transaction_producer, make_consumer, caplog
+) -> None:
+    cluster = as_application
+    worker = start_worker(
+        "process",
+        "adapter",
+        "worker",
+        "all",
+        "--bootstrap",
+        cluster.secure_bootstrap,
+        "--worker-id",
+        unique("secure"),
+        "--transaction-timeout-ms",
+        "1500",
+        "--check-interval-ms",
+        "1000",
+        env={**principal_env(cluster, "worker"), ENV_DELAY_LEVELS: LEVELS},
+    )
+    lock = threading.Lock()
+    received: Counter[str] = Counter()
+
+    def consume(msg) -> ConsumeStatus:  # type: ignore[no-untyped-def]
+        with lock:
+            received[msg.keys.decode()] += 1
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    make_consumer(Names.consumer_group, Names.topic, consume, bootstrap=cluster.secure_bootstrap)
+    producer = make_transaction_producer(
+        Names.producer_group,
+        lambda _msg: TransactionStatus.COMMIT,
+        bootstrap=cluster.secure_bootstrap,
+    )
+    for key in SEED_KEYS:
+        message = Message(Names.topic)
+        message.set_keys(key)
+        message.set_body(f"Hello RocketMQ Transaction Message{key[3:]}")
+        outcome = TransactionStatus[SEED_LOCAL.get(key, "COMMIT")]
+        producer.send_message_in_transaction(message, lambda *_a, o=outcome: o)
+
+    expected = [k for k in SEED_KEYS if SEED_LOCAL.get(k) != "ROLLBACK"]
+    try:
+        wait_until(lambda: all(received[k] >= 1 for k in expected), timeout=90, what="Num2..Num9")
+        time.sleep(3)  # a second delivery would have come by now
+        assert dict(received) == dict.fromkeys(expected, 1), "Num2..Num9, once each"
+    finally:
+        code = worker.terminate(timeout=60)
+        print("".join(worker.lines[-40:]))
+    assert code == 0
+    no_password_in("".join(worker.lines), caplog.text)
+
+
+def test_an_application_reading_the_transaction_log_gets_a_clear_authorisation_error(
+    as_application: KafkaCluster,
+) -> None:
+    done = CliRunner().invoke(
+        cli, ["transactions", "list", "--bootstrap", as_application.secure_bootstrap]
+    )
+    assert done.exit_code == 1
+    assert "RMQ_SYS_TRANS_OP_HALF_TOPIC" in done.output, done.output
+    assert "not authorised to READ" in done.output, done.output
+    no_password_in(done.output)
+
+
+def test_an_application_reading_half_gets_a_clear_authorisation_error(
+    as_application: KafkaCluster,
+) -> None:
+    settings = KafkaSettings.from_env(as_application.secure_bootstrap)
+    with pytest.raises(AdapterError, match="not authorised to READ topic RMQ_SYS_TRANS_HALF_TOPIC"):
+        list(io.read_to_end(settings.librdkafka({}), HALF, {0: 0}, timeout_s=30))
+
+
+def test_an_application_writing_op_is_refused_by_kafka_not_left_hanging(
+    as_application: KafkaCluster,
+) -> None:
+    settings = KafkaSettings.from_env(as_application.secure_bootstrap)
+    producer = clients.producer(settings.librdkafka({}))
+    with pytest.raises(DeliveryError, match="not authorised to WRITE topic RMQ_SYS_TRANS_OP_HALF"):
+        io.produce_and_ack(producer, OP, b"forged", timeout_s=30, partition=0)
+
+
+def test_an_application_writing_a_topic_it_may_not_gets_a_clear_authorisation_error(
+    as_application: KafkaCluster, make_producer
+) -> None:
+    producer = make_producer(bootstrap=as_application.secure_bootstrap)
+    message = Message(Names.other)
+    message.set_body("not mine")
+    with pytest.raises(ProducerSendSyncFailed) as refused:
+        producer.send_sync(message)
+    assert Names.other in str(refused.value)
+    assert "WRITE" in str(refused.value)
+
+
+def test_a_worker_with_the_application_s_principal_says_what_it_may_not_do(
+    as_application: KafkaCluster,
+) -> None:
+    worker = start_worker(
+        "process",
+        "adapter",
+        "worker",
+        "transactions",
+        "--bootstrap",
+        as_application.secure_bootstrap,
+        "--worker-id",
+        unique("wrong"),
+        env=principal_env(as_application, "app"),
+    )
+    try:
+        worker.wait_for_output("not authorised to READ", timeout=60)
+    finally:
+        assert worker.terminate(timeout=60) == 0
+    text = "".join(worker.lines)
+    assert "cannot see topic RMQ_SYS_TRANS_OP_HALF_TOPIC" in text, text[-2000:]
+    no_password_in(text)
