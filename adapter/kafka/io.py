@@ -218,9 +218,7 @@ def require_visible(client: Any, topics: Sequence[str], operation: str, timeout_
     ``AdapterError`` naming them and the permission ``operation`` the principal needs (a topic
     the principal may not describe is left out of the metadata, as a missing one is)."""
     metadata = client.list_topics(timeout=timeout_s)
-    hidden = [
-        t for t in topics if t not in metadata.topics or metadata.topics[t].error is not None
-    ]
+    hidden = [t for t in topics if t not in metadata.topics or metadata.topics[t].error is not None]
     if hidden:
         names = ", ".join(naming.decode(t) for t in hidden)
         raise AdapterError(
