@@ -50,6 +50,9 @@ class ProducerBase(ClientSettings):
     _compress_level: int | None = None
     _max_message_size: int | None = None
     _sender: Sender | None = None
+    _kafka: KafkaSettings | None = None
+    """Kafka settings given in code (the 5.x client's); otherwise the name server address and
+    the ``RMQ_ADAPTER_*`` environment are read at ``start()``."""
 
     def send_sync(self, msg: Message) -> SendResult:
         return self._started(ProducerSendSyncFailed).send_sync(msg, ProducerSendSyncFailed)
@@ -104,8 +107,9 @@ class ProducerBase(ClientSettings):
                 kwargs["max_message_size"] = self._max_message_size
             if self._compress_level is not None:
                 kwargs["compress_level"] = self._compress_level
+            kafka = self._kafka or KafkaSettings.from_env(self._bootstrap)
             return ProducerConfig(
-                KafkaSettings.from_env(self._bootstrap),
+                kafka,
                 self._group,
                 self._instance_name,
                 delay_levels=delay_levels_from_env(),

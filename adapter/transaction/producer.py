@@ -13,6 +13,9 @@ client half of RocketMQ's transactional messages (reference sections 1.2, 1.7 an
   ``UNKNOWN``, ``None``, any other value and an exception send nothing: the coordinator's
   check-back settles the transaction. The result is ``SendResult(OK, transaction id, half
   offset)``, as RocketMQ returns the half message's ``UNIQ_KEY`` and queue offset.
+- ``send_half(message)`` and ``end_half(sent, decision)`` are the two steps on their own, for
+  a client whose application decides later (``adapter.v5``'s ``Transaction``); a decision
+  taken after the fast path's window goes straight to END and is acknowledged;
 - check-backs are answered by :mod:`adapter.transaction.checks`;
 - ``send_sync``, ``send_oneway`` and ``send_orderly_with_sharding_key`` work as on
   ``Producer``: both derive from :class:`~adapter.producer.producer.ProducerBase` (the
@@ -37,6 +40,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -45,7 +49,7 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import FAST_COMMIT_WINDOW_MS, ProducerConfig
+from adapter.config import FAST_COMMIT_WINDOW_MS, KafkaSettings, ProducerConfig
 from adapter.exceptions import (
     AdapterError,
     ProducerException,
@@ -70,7 +74,7 @@ from adapter.transaction.group_commit import Decision, GroupCommitter
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecision
 
-__all__ = ["TransactionStatus", "TransactionMQProducer"]
+__all__ = ["HalfSent", "TransactionStatus", "TransactionMQProducer"]
 
 log = logging.getLogger("adapter.transaction")
 
@@ -89,6 +93,19 @@ _PRODUCER_SETTINGS: dict[str, Any] = {
 LocalExecute = Callable[[ReceivedMessage, Any], Any]
 
 
+@dataclass(frozen=True, slots=True)
+class HalfSent:
+    """A half message Kafka acknowledged at ``partition``@``offset`` of HALF, not yet decided."""
+
+    half: HalfMessage
+    partition: int
+    offset: int
+
+    @property
+    def transaction_id(self) -> str:
+        return self.half.transaction_id
+
+
 class TransactionMQProducer(ProducerBase):
     """Drop-in for ``rocketmq.client.TransactionMQProducer``; Kafka bootstrap servers stand
     for name servers."""
@@ -103,8 +120,10 @@ class TransactionMQProducer(ProducerBase):
         max_message_size: int | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        kafka: KafkaSettings | None = None,
     ) -> None:
         self._group = group_id
+        self._kafka = kafka
         self._timeout_ms = timeout
         self._compress_level = compress_level
         self._max_message_size = max_message_size
@@ -174,9 +193,27 @@ class TransactionMQProducer(ProducerBase):
         self, message: Message, local_execute: LocalExecute, user_args: Any = None
     ) -> SendResult:
         """Half message, local transaction, decision; see the module's documentation."""
+        sender = self._started(ProducerSendSyncFailed)
+        sent = self.send_half(message)
+        tid = sent.transaction_id
+        prepared = prepared_message(
+            sent.half, half_partition=sent.partition, half_offset=sent.offset
+        )
+        decision = decide(local_execute, "local_execute", tid, prepared, user_args)
+        if decision is not TransactionDecision.UNKNOWN:
+            end = self._end_record(sent, decision)
+            if not self._commit_fast(sent.half, end):
+                self._send_end(sender, end)
+        return SendResult(SendStatus.OK, tid, sent.offset)
+
+    def send_half(self, message: Message, transaction_id: str | None = None) -> HalfSent:
+        """The first step alone: write ``message``'s half message (transaction id
+        ``transaction_id``, a new one if None) and wait for Kafka's acknowledgement;
+        ``ProducerSendSyncFailed`` when it is refused or not acknowledged. For clients whose
+        application decides later (the 5.x ``Transaction``); :meth:`end_half` decides it."""
         error = ProducerSendSyncFailed
         sender = self._started(error)
-        transaction_id = new_message_id()
+        transaction_id = transaction_id or new_message_id()
         try:
             topic = sender.check(message)
             half = half_message(
@@ -194,16 +231,29 @@ class TransactionMQProducer(ProducerBase):
         ack = sender.produce_and_ack(
             record, error, f"half message {transaction_id} for {message.topic}"
         )
-        prepared = prepared_message(half, half_partition=ack.partition, half_offset=ack.offset)
-        decision = decide(local_execute, "local_execute", transaction_id, prepared, user_args)
-        if decision is not TransactionDecision.UNKNOWN:
-            now = self._clock.now_ms()
-            end = end_transaction(half, decision, (ack.partition, ack.offset), 0, now)
-            if not self._commit_fast(half, end):
-                self._send_end(sender, end)
-        return SendResult(SendStatus.OK, transaction_id, ack.offset)
+        return HalfSent(half, ack.partition, ack.offset)
+
+    def end_half(self, sent: HalfSent, decision: TransactionDecision) -> None:
+        """Decide a half message of :meth:`send_half`: ``COMMIT`` or ``ROLLBACK``. Inside the
+        fast path's window the decision goes to the group committer; later (a late decision
+        would only abort its group), or when the fast path cannot take it, its END record is
+        sent and acknowledged: ``ProducerSendSyncFailed`` if Kafka does not take it (the
+        check-back then settles the transaction)."""
+        if decision is TransactionDecision.UNKNOWN:
+            raise ValueError("only COMMIT or ROLLBACK ends a half message")
+        sender = self._started(ProducerSendSyncFailed)
+        end = self._end_record(sent, decision)
+        in_window = end.timestamp < sent.half.born_timestamp + FAST_COMMIT_WINDOW_MS
+        if in_window and self._commit_fast(sent.half, end):
+            return
+        record = Outgoing(END, codec.encode(end), [], end.half_partition, None)
+        sender.produce_and_ack(record, ProducerSendSyncFailed, f"END of {end.transaction_id}")
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _end_record(self, sent: HalfSent, decision: TransactionDecision) -> EndTransaction:
+        half_at = (sent.partition, sent.offset)
+        return end_transaction(sent.half, decision, half_at, 0, self._clock.now_ms())
 
     def _require_topics(self, sender: Sender, topic: str) -> None:
         """The real topic exists (a topic created a moment ago may take until the send timeout

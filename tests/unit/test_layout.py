@@ -39,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
         "spark",
     },
     "spark": {"core", "wire", "spark"},
+    "v5": {"core", "wire", "kafka", "producer", "transaction", "v5"},
 }
 
 

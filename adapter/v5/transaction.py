@@ -1,0 +1,165 @@
+"""``Transaction``, ``TransactionChecker`` and ``TransactionResolution``: 5.x transactions.
+
+Reproduces the 5.x transaction model of rocketmq-python-client 5.1: ``begin_transaction()``
+gives a ``Transaction``; ``producer.send(message, transaction)`` sends its one half message;
+``commit()`` or ``rollback()`` decides it; a half message left undecided is checked back
+through the producer's ``TransactionChecker.check(message) -> TransactionResolution``.
+``TransactionResolution`` has the protocol's members and values
+(``TRANSACTION_RESOLUTION_UNSPECIFIED`` 0, ``COMMIT`` 1, ``ROLLBACK`` 2) and, like the
+protobuf enum, ``Name(value)`` and ``Value(name)``.
+
+Underneath it is the 2.0 protocol, unchanged: the half message goes to
+``RMQ_SYS_TRANS_HALF_TOPIC`` through ``TransactionMQProducer.send_half``, the decision to
+``RMQ_SYS_TRANS_END_TOPIC`` (or the fast path) through ``end_half``, and the coordinator
+applies it and sends the check-backs, which :class:`CheckAnswers` turns into
+``checker.check(message)`` calls. A check that returns anything but ``COMMIT`` or ``ROLLBACK``
+(``TRANSACTION_RESOLUTION_UNSPECIFIED``, ``None``), or raises, leaves the message to the next
+check, as an unknown answer does in RocketMQ.
+
+Known gaps: ``commit()`` and ``rollback()`` return ``None`` (5.x returns the proxy's protobuf
+response); they return once Kafka took the decision, and the committed message is visible a
+few milliseconds later (fast path) or once the coordinator applied it. Ending a transaction
+twice raises ``IllegalStateException`` (5.x sends the second request and the broker answers).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from adapter.message import ReceivedMessage
+from adapter.transaction.envelope import TransactionStatus
+from adapter.transaction.producer import HalfSent, TransactionMQProducer
+from adapter.v5.exception import IllegalArgumentException, IllegalStateException
+from adapter.v5.message import Message
+from adapter.v5.send_receipt import SendReceipt
+
+if TYPE_CHECKING:
+    from adapter.v5.producer import Producer
+
+__all__ = ["CheckAnswers", "Transaction", "TransactionChecker", "TransactionResolution"]
+
+log = logging.getLogger("adapter.v5")
+
+
+class TransactionResolution(IntEnum):
+    """The 5.x protocol's ``TransactionResolution``."""
+
+    TRANSACTION_RESOLUTION_UNSPECIFIED = 0
+    COMMIT = 1
+    ROLLBACK = 2
+
+    @classmethod
+    def Name(cls, number: int) -> str:  # the protobuf enum's spelling
+        return cls(number).name
+
+    @classmethod
+    def Value(cls, name: str) -> int:  # the protobuf enum's spelling
+        return int(cls[name])
+
+
+def status_of(resolution: object) -> TransactionStatus:
+    """A checker's answer in the 2.0 protocol's terms: COMMIT, ROLLBACK, else UNKNOWN."""
+    if resolution == TransactionResolution.COMMIT and not isinstance(resolution, bool):
+        return TransactionStatus.COMMIT
+    if resolution == TransactionResolution.ROLLBACK and not isinstance(resolution, bool):
+        return TransactionStatus.ROLLBACK
+    return TransactionStatus.UNKNOWN
+
+
+class TransactionChecker(metaclass=abc.ABCMeta):
+    """Answers the check-back of a half message that was neither committed nor rolled back."""
+
+    @abc.abstractmethod
+    def check(self, message: Message) -> TransactionResolution:
+        """``COMMIT`` or ``ROLLBACK`` for ``message``; anything else asks again later."""
+
+
+class CheckAnswers:
+    """The 2.0 ``checker_callback`` that asks a 5.x ``TransactionChecker``."""
+
+    def __init__(self, checker: TransactionChecker) -> None:
+        self._checker = checker
+
+    def __call__(self, received: ReceivedMessage) -> TransactionStatus:
+        message = Message.from_received(received)
+        resolution = self._checker.check(message)
+        status = status_of(resolution)
+        if status is TransactionStatus.UNKNOWN:
+            log.info(
+                "TransactionChecker answered %r for %s; it will be checked again",
+                resolution,
+                message.message_id,
+            )
+        return status
+
+
+class Transaction:
+    """One transactional message, from its half message to its commit or rollback."""
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+        self._lock = threading.Lock()
+        self._message: Message | None = None
+        self._receipt: SendReceipt | None = None
+        self._half: tuple[TransactionMQProducer, HalfSent] | None = None
+        self._ended: TransactionResolution | None = None
+
+    def add_half_message(self, message: Message) -> None:
+        """Make ``message`` the transaction's one message (``send`` does this)."""
+        with self._lock:
+            if message is None:
+                raise IllegalArgumentException("add half message error, message is none.")
+            if self._message is not None:
+                raise IllegalArgumentException(
+                    f"message already existed in transaction, topic:{message.topic}"
+                )
+            self._message = message
+
+    def add_send_receipt(self, send_receipt: SendReceipt) -> None:
+        """Record the receipt of the transaction's half message (``send`` does this)."""
+        with self._lock:
+            if self._message is None:
+                raise IllegalArgumentException("add send receipt error, no message in transaction.")
+            if send_receipt is None:
+                raise IllegalArgumentException("add send receipt error, send receipt in none.")
+            if self._message.message_id != send_receipt.message_id:
+                raise IllegalArgumentException("can't add another send receipt to a half message.")
+            self._receipt = send_receipt
+
+    def commit(self) -> None:
+        """Make the message visible to consumers, once."""
+        self._end(TransactionResolution.COMMIT)
+
+    def rollback(self) -> None:
+        """Drop the message; consumers never see it."""
+        self._end(TransactionResolution.ROLLBACK)
+
+    @property
+    def message_id(self) -> str | None:
+        return self._message.message_id if self._message is not None else None
+
+    def _bind(self, producer: TransactionMQProducer, sent: HalfSent) -> None:
+        """The 2.0 producer that sent the half message, and where it is."""
+        with self._lock:
+            self._half = (producer, sent)
+
+    def _end(self, resolution: TransactionResolution) -> None:
+        with self._lock:
+            if self._message is None:
+                raise IllegalArgumentException("no message in transaction.")
+            if self._receipt is None or self._half is None:
+                raise IllegalArgumentException(
+                    "no transaction_id in transaction, must send half message at first."
+                )
+            if self._ended is not None:
+                raise IllegalStateException(
+                    f"transaction {self._receipt.transaction_id} was already ended "
+                    f"({self._ended.name}); a transaction ends once"
+                )
+            sender, sent = self._half
+            self._producer._end_transaction(sender, sent, resolution)
+            self._ended = resolution

@@ -1,0 +1,170 @@
+"""The 5.x client's own producer examples run on Kafka with only their import and endpoints
+changed (``examples/``, ported from apache/rocketmq-clients ``python/example/``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from adapter import properties as prop
+from adapter.kafka import clients
+from tests.brokers import ROOT
+from tests.support import unique, wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
+
+EXAMPLES = Path(__file__).parent / "examples"
+TOPIC = "topic"  # the examples' own topic
+ENDPOINTS = 'endpoints = "foobar.com:8080"'
+MESSAGE_ID = re.compile(r"message_id:\s?([0-9A-F]{32})")
+
+
+class Example:
+    """One example, run as a script with the test broker's endpoints; its output is kept."""
+
+    def __init__(self, name: str, bootstrap: str, tmp_path: Path) -> None:
+        source = (EXAMPLES / name).read_text()
+        assert source.count(ENDPOINTS) == 1, f"{name} sets its endpoints once"
+        script = tmp_path / name
+        script.write_text(source.replace(ENDPOINTS, f'endpoints = "{bootstrap}"'))
+        self.process = subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
+        )
+        self.lines: list[str] = []
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def printed(self, text: str, count: int = 1, timeout: float = 60) -> list[str]:
+        """The lines holding ``text``, once there are ``count`` of them."""
+
+        def found() -> list[str]:
+            lines = [line for line in list(self.lines) if text in line]
+            if len(lines) < count and self.process.poll() is not None:
+                self._drainer.join(5)
+                raise AssertionError(f"the example ended early:\n{''.join(self.lines)}")
+            return lines if len(lines) >= count else []
+
+        return wait_until(found, timeout=timeout, what=f"{count} x {text!r}")
+
+    def press_enter(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+
+    def finish(self, timeout: float = 60) -> str:
+        try:
+            code = self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        self._drainer.join(5)
+        output = "".join(self.lines)
+        assert code == 0, output
+        assert "exception" not in output, output
+        return output
+
+
+def ensure_topic(admin: AdminClient, topic: str) -> None:
+    futures = admin.create_topics([NewTopic(topic, 4, 1)])
+    for future in futures.values():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - only "already exists" is fine
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def records_with_ids(bootstrap: str, topic: str, ids: set[str], timeout: float = 60) -> list:
+    """The records of ``topic`` whose ``UNIQ_KEY`` is one of ``ids``, once all are there."""
+    reader = clients.consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    found: list = []
+    try:
+        partitions = reader.list_topics(topic, timeout=10).topics[topic].partitions
+        reader.assign([TopicPartition(topic, p, 0) for p in partitions])
+        deadline = time.monotonic() + timeout
+        while {dict(r.headers())[prop.UNIQ_KEY].decode() for r in found} != ids:
+            assert time.monotonic() < deadline, f"not all of {ids} reached {topic}"
+            for record in reader.consume(500, 0.2):
+                uniq = dict(record.headers() or []).get(prop.UNIQ_KEY, b"").decode()
+                if record.error() is None and uniq in ids:
+                    found.append(record)
+    finally:
+        reader.close()
+    return found
+
+
+@pytest.fixture
+def example_topic(admin: AdminClient, system_topics: str) -> str:
+    ensure_topic(admin, TOPIC)
+    return system_topics
+
+
+def test_the_normal_producer_example_sends_its_message(example_topic: str, tmp_path) -> None:
+    example = Example("normal_producer_example.py", example_topic, tmp_path)
+    [sent] = example.printed("send message success")
+    example.finish()
+
+    message_id = MESSAGE_ID.search(sent).group(1)  # type: ignore[union-attr]
+    [record] = records_with_ids(example_topic, TOPIC, {message_id})
+    headers = dict(record.headers())
+    assert record.value() == b"hello, rocketmq."
+    assert headers[prop.TAGS] == b"rocketmq-send-message"
+    assert headers[prop.KEYS] == b"send_sync"
+    assert headers["send"] == b"sync"
+
+
+def test_the_async_producer_example_sends_its_ten_messages(example_topic: str, tmp_path) -> None:
+    example = Example("async_producer_example.py", example_topic, tmp_path)
+    sent = example.printed("send message success", count=10)
+    example.press_enter()
+    example.finish()
+
+    message_ids = {MESSAGE_ID.search(line).group(1) for line in sent}  # type: ignore[union-attr]
+    assert len(message_ids) == 10
+    records = records_with_ids(example_topic, TOPIC, message_ids)
+    assert {dict(r.headers())["send"] for r in records} == {b"async"}
+
+
+def test_the_transaction_producer_example_is_committed_by_its_own_checker(
+    example_topic: str, start_coordinator, tmp_path
+) -> None:
+    start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000)
+    example = Example("transaction_producer_example.py", example_topic, tmp_path)
+    [sent] = example.printed("send message: ")
+    message_id = MESSAGE_ID.search(sent).group(1)  # type: ignore[union-attr]
+    example.printed(f"do TestChecker check, topic:{TOPIC}, message_id: {message_id}")
+    [record] = records_with_ids(example_topic, TOPIC, {message_id})
+    example.press_enter()
+    example.finish()
+
+    headers = dict(record.headers())
+    assert record.value() == b"hello, rocketmq."
+    assert headers[prop.TAGS] == b"rocketmq-send-transaction-message"
+    assert headers[prop.TRANSACTION_CHECK_TIMES] == b"1"

@@ -1,0 +1,200 @@
+"""The 5.x Message: its setters' rules, the checks before a send, and its form on the wire."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter import properties as prop
+from adapter.message import ReceivedMessage
+from adapter.v5 import Message
+from adapter.v5.exception import IllegalArgumentException, UnsupportedException
+from adapter.v5.message import MessageType
+
+pytestmark = pytest.mark.timeout(30)
+
+MAX = 4 * 1024 * 1024
+
+
+def order(topic: str = "Orders", body: bytes = b"order 42") -> Message:
+    message = Message()
+    message.topic = topic
+    message.body = body
+    return message
+
+
+def test_a_new_message_is_empty() -> None:
+    message = Message()
+    assert message.topic is None
+    assert message.body is None
+    assert message.tag is None
+    assert message.keys == set()
+    assert message.properties == {}
+    assert message.message_group is None
+    assert message.delivery_timestamp is None
+    assert message.message_id is None
+
+
+@pytest.mark.parametrize("topic", ["", "  ", "a|b", "a.b", "topic with spaces", "héllo"])
+def test_a_topic_breaking_the_5x_pattern_is_refused(topic: str) -> None:
+    with pytest.raises(IllegalArgumentException, match="topic"):
+        Message().topic = topic
+
+
+def test_a_topic_with_a_percent_sign_is_accepted() -> None:
+    message = Message()
+    message.topic = "%RETRY%like"
+    assert message.topic == "%RETRY%like"
+
+
+def test_an_empty_body_is_refused_and_text_must_be_encoded_first() -> None:
+    with pytest.raises(IllegalArgumentException, match="body should not be blank"):
+        Message().body = b""
+    with pytest.raises(IllegalArgumentException, match="encode"):
+        Message().body = "text"  # type: ignore[assignment]
+
+
+def test_a_tag_must_not_be_blank_or_contain_a_bar() -> None:
+    with pytest.raises(IllegalArgumentException, match="blank"):
+        Message().tag = " "
+    with pytest.raises(IllegalArgumentException, match='"\\|"'):
+        Message().tag = "TagA|TagB"
+
+
+def test_assigning_keys_adds_them_as_5x_does() -> None:
+    message = Message()
+    message.keys = "order-1"
+    message.keys = "order-2"
+    message.keys = ["order-3", "order-1"]
+    assert message.keys == {"order-1", "order-2", "order-3"}
+    with pytest.raises(IllegalArgumentException, match="key should not be blank"):
+        message.keys = ""
+
+
+def test_properties_must_not_be_blank() -> None:
+    message = Message()
+    message.add_property("color", "blue")
+    assert message.properties == {"color": "blue"}
+    with pytest.raises(IllegalArgumentException, match="value"):
+        message.add_property("size", " ")
+
+
+def test_message_group_and_delivery_timestamp_exclude_each_other() -> None:
+    grouped = Message()
+    grouped.message_group = "order-42"
+    with pytest.raises(IllegalArgumentException, match="same time"):
+        grouped.delivery_timestamp = 1_900_000_000
+    timed = Message()
+    timed.delivery_timestamp = 1_900_000_000
+    with pytest.raises(IllegalArgumentException, match="same time"):
+        timed.message_group = "order-42"
+
+
+def test_a_normal_message_is_normal_and_a_grouped_one_fifo() -> None:
+    assert order().type_for_send(transactional=False, max_body_size=MAX) is MessageType.NORMAL
+    grouped = order()
+    grouped.message_group = "g"
+    assert grouped.type_for_send(transactional=False, max_body_size=MAX) is MessageType.FIFO
+    assert order().type_for_send(transactional=True, max_body_size=MAX) is (MessageType.TRANSACTION)
+
+
+def test_a_message_without_topic_or_body_is_refused_before_sending() -> None:
+    no_topic = Message()
+    no_topic.body = b"x"
+    with pytest.raises(IllegalArgumentException, match="topic has not been set"):
+        no_topic.type_for_send(transactional=False, max_body_size=MAX)
+    no_body = Message()
+    no_body.topic = "Orders"
+    with pytest.raises(IllegalArgumentException, match="body is none"):
+        no_body.type_for_send(transactional=False, max_body_size=MAX)
+
+
+def test_a_body_over_the_limit_is_refused_with_the_limit_and_the_size() -> None:
+    with pytest.raises(IllegalArgumentException, match="max size=4 bytes, got 5 bytes"):
+        order(body=b"12345").type_for_send(transactional=False, max_body_size=4)
+
+
+def test_a_delivery_timestamp_is_refused_as_timer_messages_are_not_supported_yet() -> None:
+    timed = order()
+    timed.delivery_timestamp = 1_900_000_000
+    with pytest.raises(UnsupportedException, match="timer messages.*not supported"):
+        timed.type_for_send(transactional=False, max_body_size=MAX)
+
+
+def test_a_transactional_message_may_not_have_a_group() -> None:
+    grouped = order()
+    grouped.message_group = "g"
+    with pytest.raises(IllegalArgumentException, match="transactional message should not"):
+        grouped.type_for_send(transactional=True, max_body_size=MAX)
+
+
+@pytest.mark.parametrize("name", ["UNIQ_KEY", "TAGS", "__SHARDINGKEY", "TIMER_DELIVER_MS"])
+def test_a_property_named_like_a_system_one_is_refused(name: str) -> None:
+    message = order()
+    message.add_property(name, "x")
+    with pytest.raises(IllegalArgumentException, match=f"{name}.*used by the system"):
+        message.type_for_send(transactional=False, max_body_size=MAX)
+
+
+@pytest.mark.parametrize("topic", ["RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX", "T" * 128])
+def test_a_system_topic_or_a_too_long_name_is_refused(topic: str) -> None:
+    with pytest.raises(IllegalArgumentException, match="forbidden|max length"):
+        order(topic).type_for_send(transactional=False, max_body_size=MAX)
+
+
+def test_on_the_wire_a_message_has_the_2_0_headers() -> None:
+    message = order()
+    message.tag = "Paid"
+    message.keys = "order-42"
+    message.keys = "alice"
+    message.add_property("amount", "30")
+    message.message_group = "order-42"
+    wire = message.to_wire()
+    assert wire.topic == "Orders"
+    assert wire.body == b"order 42"
+    assert wire.headers("MSGID") == [
+        (prop.UNIQ_KEY, b"MSGID"),
+        (prop.TAGS, b"Paid"),
+        (prop.KEYS, b"order-42 alice"),
+        ("amount", b"30"),
+        (prop.SHARDING_KEY, b"order-42"),
+    ]
+
+
+def test_a_received_message_reads_back_as_the_5x_message_that_was_sent() -> None:
+    received = ReceivedMessage(
+        topic="Orders",
+        kafka_topic="Orders",
+        body=b"order 42",
+        queue_id=1,
+        queue_offset=7,
+        timestamp=1_700_000_000_000,
+        append_time=False,
+        headers=[
+            (prop.UNIQ_KEY, b"MSGID"),
+            (prop.TAGS, b"Paid"),
+            (prop.KEYS, b"order-42 alice"),
+            ("amount", b"30"),
+            (prop.SHARDING_KEY, b"order-42"),
+            (prop.TRANSACTION_PREPARED, b"true"),
+            (prop.PRODUCER_GROUP, b"Orders"),
+        ],
+    )
+    message = Message.from_received(received)
+    assert message.topic == "Orders"
+    assert message.body == b"order 42"
+    assert message.message_id == "MSGID"
+    assert message.tag == "Paid"
+    assert message.keys == {"order-42", "alice"}
+    assert message.message_group == "order-42"
+    assert message.properties == {"amount": "30"}
+    assert message.born_timestamp == 1_700_000_000_000
+
+
+def test_message_type_descriptions_are_those_of_5x() -> None:
+    assert [Message.message_type_desc(n) for n in (1, 2, 3, 4, 9)] == [
+        "NORMAL",
+        "FIFO",
+        "DELAY",
+        "TRANSACTION",
+        "MESSAGE_TYPE_UNSPECIFIED",
+    ]

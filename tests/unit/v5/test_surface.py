@@ -1,0 +1,99 @@
+"""adapter.v5 has the names, constructor signatures and attributes of the 5.x ``rocketmq``
+package, as read from rocketmq-python-client 5.1.2 (recorded here, so the check needs no
+RocketMQ package)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import adapter.v5
+
+pytestmark = pytest.mark.timeout(30)
+
+# name -> (constructor parameters with defaults, public attributes the adapter provides)
+FIVE_X = {
+    "Producer": (
+        "(client_configuration, topics=None, checker=None, tls_enable=False)",
+        {
+            "DEFAULT_MAX_BODY_SIZE",
+            "DEFAULT_MAX_SEND_ATTEMPTS",
+            "begin_transaction",
+            "send",
+            "send_async",
+            "startup",
+            "shutdown",
+            "is_running",
+            "client_id",
+            "topics",
+            "client_configuration",
+        },
+    ),
+    "Transaction": (
+        "(producer)",
+        {"add_half_message", "add_send_receipt", "commit", "rollback", "message_id"},
+    ),
+    "Message": (
+        "()",
+        {
+            "add_property",
+            "body",
+            "born_host",
+            "born_timestamp",
+            "corrupted",
+            "delivery_attempt",
+            "delivery_timestamp",
+            "keys",
+            "message_group",
+            "message_id",
+            "message_type",
+            "message_type_desc",
+            "namespace",
+            "properties",
+            "tag",
+            "topic",
+        },
+    ),
+    "SendReceipt": (
+        "(message_id, transaction_id, message_queue, offset, recall_handle=None)",
+        {"message_id", "message_queue", "offset", "recall_handle", "transaction_id"},
+    ),
+    "ClientConfiguration": (
+        "(endpoints, credentials, namespace='', request_timeout=3)",
+        {"credentials", "namespace", "request_timeout"},
+    ),
+    "Credentials": ("(ak='', sk='')", {"ak", "sk"}),
+}
+
+
+def without_annotations(obj: type) -> str:
+    signature = inspect.signature(obj)
+    parameters = [
+        p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()
+    ]
+    return str(signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty))
+
+
+def test_the_package_exports_the_5x_producer_names() -> None:
+    assert set(adapter.v5.__all__) == {
+        *FIVE_X,
+        "TransactionChecker",
+        "TransactionResolution",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(FIVE_X))
+def test_each_class_has_the_5x_constructor_and_attributes(name: str) -> None:
+    parameters, attributes = FIVE_X[name]
+    cls = getattr(adapter.v5, name)
+    assert without_annotations(cls) == parameters
+    assert attributes <= {a for a in dir(cls) if not a.startswith("_")}
+
+
+def test_the_checker_is_an_abstract_class_with_check() -> None:
+    assert inspect.isabstract(adapter.v5.TransactionChecker)
+    assert list(inspect.signature(adapter.v5.TransactionChecker.check).parameters) == [
+        "self",
+        "message",
+    ]
