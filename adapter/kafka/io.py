@@ -213,11 +213,14 @@ def produce_and_ack(
     return ack
 
 
-def require_visible(client: Any, topics: Sequence[str], operation: str, timeout_s: float) -> None:
-    """Every Kafka topic of ``topics`` is visible to this client's principal; otherwise an
+def require_visible(
+    conf: Mapping[str, Any], topics: Sequence[str], operation: str, timeout_s: float
+) -> None:
+    """Every Kafka topic of ``topics`` is visible to the principal of ``conf``; otherwise an
     ``AdapterError`` naming them and the permission ``operation`` the principal needs (a topic
-    the principal may not describe is left out of the metadata, as a missing one is)."""
-    metadata = client.list_topics(timeout=timeout_s)
+    the principal may not describe is left out of the metadata, as a missing one is).
+    :class:`KafkaUnavailableError` when Kafka cannot be reached within ``timeout_s``."""
+    metadata = clients.reach(conf, timeout_s)
     hidden = [t for t in topics if t not in metadata.topics or metadata.topics[t].error is not None]
     if hidden:
         names = ", ".join(naming.decode(t) for t in hidden)

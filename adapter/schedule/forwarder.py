@@ -158,8 +158,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        admin = clients.admin(self.config.kafka.librdkafka({}))
-        io.require_visible(admin, [SCHEDULE], "READ", 10.0)
+        io.require_visible(self.config.kafka.librdkafka({}), [SCHEDULE], "READ", 10.0)
         check_schedule_partitions(self.topics, self.config.levels)
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         consumer = clients.consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP))

@@ -108,7 +108,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def start(self) -> None:
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         self._admin = clients.admin(self.config.kafka.librdkafka({}))
-        io.require_visible(self._admin, [HALF, END, OP], "READ", self.tx.timeout_s)
+        conf = self.config.kafka.librdkafka({})
+        io.require_visible(conf, [HALF, END, OP], "READ", self.tx.timeout_s)
         consumer = clients.consumer(self.config.consumer(naming.TRANS_COORDINATOR_GROUP))
         consumer.subscribe(
             [HALF, END], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
