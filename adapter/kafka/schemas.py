@@ -125,26 +125,34 @@ class SchemaTopic:
                 log.warning("%s holds a record that is not a schema", naming.SCHEMAS_TOPIC)
 
 
-_published: dict[str, threading.Event] = {}
+@dataclass(eq=False)
+class _Publication:
+    done: threading.Event = field(default_factory=threading.Event)
+    ok: bool = False
+
+
+_publications: dict[str, _Publication] = {}
 _install_lock = threading.Lock()
 
 
 def install(kafka: KafkaSettings) -> threading.Event:
-    """Once per process and cluster: publish this version's schemas (in the background) and
-    look unknown fingerprints up in the cluster's schemas topic. The event is set once the
-    publishing is over, acknowledged or not."""
+    """Once per process and cluster: look unknown fingerprints up in the cluster's schemas
+    topic, and publish this version's schemas in the background (again at the next call
+    after an attempt that did not succeed, e.g. before ``topics init`` made the topic). The
+    event is set once the attempt is over, acknowledged or not."""
     with _install_lock:
-        done = _published.get(kafka.bootstrap_servers)
-        if done is not None:
-            return done
-        done = _published[kafka.bootstrap_servers] = threading.Event()
-    codec.add_schema_source(SchemaTopic(kafka))
+        last = _publications.get(kafka.bootstrap_servers)
+        if last is not None and (last.ok or not last.done.is_set()):
+            return last.done
+        if last is None:
+            codec.add_schema_source(SchemaTopic(kafka))
+        attempt = _publications[kafka.bootstrap_servers] = _Publication()
 
     def run() -> None:
         try:
-            publish(kafka)
+            attempt.ok = publish(kafka)
         finally:
-            done.set()
+            attempt.done.set()
 
     threading.Thread(target=run, name="publish-schemas", daemon=True).start()
-    return done
+    return attempt.done
