@@ -325,11 +325,18 @@ def committed_offsets(
     return keep_trying(ask, when=_coordinator_busy, every_s=0.5, for_s=timeout_s)
 
 
-def decode(cls: type[R], record: KafkaRecord, *, canonical: bool = False) -> R:
-    """The system record of type ``cls`` in ``record``'s value; a :class:`CodecError` names
-    the topic, partition and offset it came from and keeps the raw bytes."""
+def decode(
+    cls: type[R],
+    record: KafkaRecord,
+    *,
+    canonical: bool = False,
+    lookup: codec.SchemaSource | None = None,
+) -> R:
+    """The system record of type ``cls`` in ``record``'s value (an unknown schema is looked up
+    with ``lookup``); a :class:`CodecError` names the topic, partition and offset it came
+    from and keeps the raw bytes."""
     try:
-        return codec.decode_as(cls, record.value() or b"", canonical=canonical)
+        return codec.decode_as(cls, record.value() or b"", canonical=canonical, lookup=lookup)
     except CodecError as exc:
         raise exc.located(
             naming.decode(record.topic() or ""), record.partition() or 0, record.offset() or 0

@@ -6,9 +6,11 @@ the system topics. Each process that writes or reads them publishes the ``.avsc`
 record schemas to ``RMQ_SYS_SCHEMAS`` (compacted, keyed by fingerprint) once per cluster, and a
 producer starts only once that is acknowledged (or :data:`START_WAIT_S` passed), so a reader
 finds a writer's schema there before it meets the writer's first record. A reader that meets a
-fingerprint it does not know reads the topic again only when the topic has grown, so a stream
-of garbage costs one offset query per record. What it finds is learned only if it follows the
-evolution rule (:mod:`adapter.wire.evolution`).
+fingerprint it does not know asks the schemas topic of the cluster it read the record from
+(:func:`lookup_for`), and reads it again only when it has grown, so a stream of garbage costs
+one offset query per record; a schemas topic that cannot be read is not asked again for
+:data:`FAILED_LOOKUP_PAUSE_S`. What it finds is learned only if it follows the evolution rule
+(:mod:`adapter.wire.evolution`).
 
 Known gaps: publishing is best effort. A record whose schema never reached the topic (its
 writer could not write there, or the topic does not exist: run ``rmq-adapter topics init``) is
@@ -31,7 +33,7 @@ from adapter.kafka import clients, io
 from adapter.wire import codec
 from adapter.wire.records import RECORD_TYPES
 
-__all__ = ["SCHEMAS", "START_WAIT_S", "SchemaTopic", "publish", "install"]
+__all__ = ["SCHEMAS", "START_WAIT_S", "SchemaTopic", "publish", "install", "lookup_for"]
 
 log = logging.getLogger("adapter.schemas")
 
@@ -39,12 +41,15 @@ SCHEMAS = naming.kafka_topic(naming.SCHEMAS_TOPIC)
 START_WAIT_S = 3.0
 """How long a producer's start waits for its schemas to be acknowledged."""
 _TIMEOUT_S = 10.0
+_LOOKUP_TIMEOUT_S = 3.0
+FAILED_LOOKUP_PAUSE_S = 30.0
+"""A schemas topic that could not be read is not asked again for this long."""
 
 
-def _exists(conf: dict[str, Any]) -> bool:
+def _exists(conf: dict[str, Any], timeout_s: float = _TIMEOUT_S) -> bool:
     # All topics, never one by name: naming a missing topic would auto-create it uncompacted.
     admin = clients.admin(conf)
-    return SCHEMAS in admin.list_topics(timeout=_TIMEOUT_S).topics
+    return SCHEMAS in admin.list_topics(timeout=timeout_s).topics
 
 
 def publish(kafka: KafkaSettings) -> bool:
@@ -75,37 +80,39 @@ def publish(kafka: KafkaSettings) -> bool:
 
 @dataclass(eq=False)
 class SchemaTopic:
-    """A schema source for :func:`adapter.wire.codec.add_schema_source`: the schemas topic of
-    one cluster, read again when asked for an unknown fingerprint and the topic has grown."""
+    """A schema lookup for :func:`adapter.wire.codec.decode_as`: the schemas topic of one
+    cluster, read again when asked for an unknown fingerprint and the topic has grown."""
 
     kafka: KafkaSettings
     clock: Clock = SYSTEM_CLOCK
     _known: dict[bytes, str] = field(default_factory=dict)
     _reader: Consumer | None = None
     _read_to: int = 0
+    _paused_until: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, fingerprint: bytes) -> str | None:
         with self._lock:
-            if fingerprint not in self._known:
+            if fingerprint not in self._known and self.clock.monotonic() >= self._paused_until:
                 try:
                     self._catch_up()
                 except KafkaException as exc:
+                    self._paused_until = self.clock.monotonic() + FAILED_LOOKUP_PAUSE_S
                     log.warning("cannot read %s: %s", naming.SCHEMAS_TOPIC, exc)
             return self._known.get(fingerprint)
 
     def _catch_up(self) -> None:
         if self._reader is None:
             conf = self.kafka.librdkafka({})
-            if not _exists(conf):
+            if not _exists(conf, _LOOKUP_TIMEOUT_S):
                 return
             self._reader = clients.consumer(
                 {"group.id": "rmq-adapter-schemas", **conf, **io.READER_SETTINGS}
             )
             self._reader.assign([TopicPartition(SCHEMAS, 0, 0)])
         reader = self._reader
-        _, end = reader.get_watermark_offsets(TopicPartition(SCHEMAS, 0), timeout=_TIMEOUT_S)
-        deadline = self.clock.monotonic() + _TIMEOUT_S
+        _, end = reader.get_watermark_offsets(TopicPartition(SCHEMAS, 0), timeout=_LOOKUP_TIMEOUT_S)
+        deadline = self.clock.monotonic() + _LOOKUP_TIMEOUT_S
         while self._read_to < end and self.clock.monotonic() < deadline:
             record = reader.poll(0.2)
             if record is None:
@@ -136,16 +143,13 @@ _install_lock = threading.Lock()
 
 
 def install(kafka: KafkaSettings) -> threading.Event:
-    """Once per process and cluster: look unknown fingerprints up in the cluster's schemas
-    topic, and publish this version's schemas in the background (again at the next call
-    after an attempt that did not succeed, e.g. before ``topics init`` made the topic). The
-    event is set once the attempt is over, acknowledged or not."""
+    """Once per process and cluster: publish this version's schemas in the background (again
+    at the next call after an attempt that did not succeed, e.g. before ``topics init`` made
+    the topic). The event is set once the attempt is over, acknowledged or not."""
     with _install_lock:
         last = _publications.get(kafka.bootstrap_servers)
         if last is not None and (last.ok or not last.done.is_set()):
             return last.done
-        if last is None:
-            codec.add_schema_source(SchemaTopic(kafka))
         attempt = _publications[kafka.bootstrap_servers] = _Publication()
 
     def run() -> None:
@@ -156,3 +160,15 @@ def install(kafka: KafkaSettings) -> threading.Event:
 
     threading.Thread(target=run, name="publish-schemas", daemon=True).start()
     return attempt.done
+
+
+_lookups: dict[str, SchemaTopic] = {}
+
+
+def lookup_for(kafka: KafkaSettings) -> SchemaTopic:
+    """The schema lookup of the cluster ``kafka`` names (one per process and cluster)."""
+    with _install_lock:
+        found = _lookups.get(kafka.bootstrap_servers)
+        if found is None:
+            found = _lookups[kafka.bootstrap_servers] = SchemaTopic(kafka)
+        return found

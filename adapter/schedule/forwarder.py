@@ -105,7 +105,11 @@ class Batch:
 
 
 def plan_batch(
-    entries: Sequence[Held], *, doomed: dict[tuple[int, int], str], partitions: Callable[[str], int]
+    entries: Sequence[Held],
+    *,
+    doomed: dict[tuple[int, int], str],
+    partitions: Callable[[str], int],
+    lookup: codec.SchemaSource | None = None,
 ) -> Batch:
     """What to do with due records (pure): deliver each to its real topic; park the ones that
     can never be delivered (not decodable, addressed to a system topic, or ``doomed`` by an
@@ -122,7 +126,10 @@ def plan_batch(
         topic, partition = POISON, None
         if reason is None:
             try:
-                delivery = delivered(codec.decode_as(ScheduledMessage, entry.item, canonical=False))
+                record = codec.decode_as(
+                    ScheduledMessage, entry.item, canonical=False, lookup=lookup
+                )
+                delivery = delivered(record)
                 topic = naming.sendable_kafka_topic(delivery.topic)
             except AdapterError as exc:
                 reason, delivery = exc.reason, None
@@ -152,6 +159,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._paused: set[int] = set()
         self._attempts: dict[int, int] = {}
         self._doomed: dict[tuple[int, int], str] = {}
+        self._lookup = schemas.lookup_for(self.config.kafka)
         self._failed: list[tuple[Held, KafkaError]] = []
         self._next_backlog_update = 0.0
 
@@ -240,6 +248,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             entries,
             doomed=self._doomed,
             partitions=lambda topic: self.topics.count(topic, create=True),
+            lookup=self._lookup,
         )
         self._heads.put_back(batch.put_back)
         for partition, why in batch.refused.items():
@@ -349,7 +358,11 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
 
     # -- group membership -------------------------------------------------------------------
 
-    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        # A level paused before it was lost may come back still paused in librdkafka, while
+        # _forget() dropped it from _paused: nothing would ever resume it.
+        if partitions:
+            consumer.resume(partitions)
         self._assigned.update(tp.partition for tp in partitions)
         self.assigned_once = True
         log.info("assigned levels %s", sorted(tp.partition + 1 for tp in partitions))

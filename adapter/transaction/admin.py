@@ -37,7 +37,7 @@ from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import CheckPolicy, KafkaSettings
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import existing_half_partitions
 from adapter.kafka.transactor import Transactor
 from adapter.transaction.state import PartitionState, half_info
@@ -114,7 +114,7 @@ def pending(
     }
     for record in io.read_to_end(conf, OP, op_starts, timeout_s, clock):
         try:
-            op = io.decode(OpRecord, record)
+            op = io.decode(OpRecord, record, lookup=schemas.lookup_for(kafka))
         except AdapterError:
             continue
         states[record.partition() or 0].recover_op(op, record.offset() or 0)
@@ -124,7 +124,7 @@ def pending(
     for record in io.read_to_end(conf, HALF, half_starts, timeout_s, clock):
         state, offset = states[record.partition() or 0], record.offset() or 0
         try:
-            half = io.decode(HalfMessage, record)
+            half = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
             info = half_info(half)
         except AdapterError:  # corrupt or never deliverable: not pending
             state.skip_half(offset)
@@ -174,7 +174,7 @@ def discarded(
                 )
             continue
         try:
-            half = io.decode(HalfMessage, record)
+            half = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
         except AdapterError:
             continue
         rows.pop(half.transaction_id, None)  # keep the latest, in log order
@@ -268,7 +268,7 @@ def _resumable(
             resumed = headers
             continue
         try:
-            found, resumed = io.decode(HalfMessage, record), None
+            found, resumed = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka)), None
         except AdapterError:
             continue
     if found is not None and resumed is None:

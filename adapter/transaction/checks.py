@@ -30,7 +30,7 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter.clock import Clock
 from adapter.exceptions import AdapterError, ProducerException
-from adapter.kafka import clients, io
+from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.message import ReceivedMessage
 from adapter.producer.sender import Outgoing, Sender
@@ -118,7 +118,8 @@ class CheckResponder:
             record.offset() or 0,
         )
         try:
-            request = io.decode(CheckRequest, record)
+            lookup = schemas.lookup_for(self._sender.config.kafka)
+            request = io.decode(CheckRequest, record, lookup=lookup)
             ends = self._sender.topics.count(END)
             if not 0 <= request.half_partition < ends:
                 raise AdapterError(

@@ -100,6 +100,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self._to_restore: set[int] = set()
         """Owned partitions whose state is to be rebuilt from Kafka."""
         self._next_position_commit = 0.0
+        self._lookup = schemas.lookup_for(self.config.kafka)
         self._replay_poison: list[tuple[KafkaRecord, str]] = []
         """Unreadable OP records met by the last replay, parked in the next turn."""
 
@@ -197,7 +198,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         now = self.clock.now_ms()
         if record.topic() == HALF:
             try:
-                info = half_info(io.decode(HalfMessage, record))
+                info = half_info(io.decode(HalfMessage, record, lookup=self._lookup))
             except AdapterError as exc:
                 turn.poison.append((record, exc.reason))
                 actions = state.skip_half(offset)
@@ -211,7 +212,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             return
         else:
             try:
-                end = io.decode(EndTransaction, record)
+                end = io.decode(EndTransaction, record, lookup=self._lookup)
                 if end.half_partition != partition:
                     raise UnusableRecordError(
                         "misrouted",
@@ -324,7 +325,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         for record in read_to_end(conf, OP, starts, self.tx.timeout_s + 60, self.clock):
             partition, offset = record.partition() or 0, record.offset() or 0
             try:
-                op = io.decode(OpRecord, record)
+                op = io.decode(OpRecord, record, lookup=self._lookup)
                 if op.half_partition != partition:
                     raise UnusableRecordError(
                         "misrouted",

@@ -22,9 +22,9 @@ with a negative (byte-sized) block count.
 
 Schema evolution: a record written with another version of a schema is read through Avro
 schema resolution once that version is known: versions shipped in ``schemas/history/``, or
-learned at run time (:func:`learn`) from a schema source such as the ``RMQ_SYS_SCHEMAS`` topic
-(:mod:`adapter.kafka.schemas`). Only versions that follow the rule of
-:mod:`adapter.wire.evolution` are learned; any other raises
+learned at run time (:func:`learn`) from the ``lookup`` a reader passes: the
+``RMQ_SYS_SCHEMAS`` topic of the cluster the record came from (:mod:`adapter.kafka.schemas`).
+Only versions that follow the rule of :mod:`adapter.wire.evolution` are learned; any other raises
 :class:`~adapter.exceptions.UnknownSchemaError`, and its records are parked.
 
 Known gaps: a record read through another version is not checked for canonical encoding. Avro
@@ -65,7 +65,7 @@ __all__ = [
     "schema_dir",
     "schema_text",
     "learn",
-    "add_schema_source",
+    "SchemaSource",
 ]
 
 T = TypeVar("T", bound=Record)
@@ -234,16 +234,8 @@ def learn(text: str) -> bytes:
 
 
 SchemaSource = Callable[[bytes], "str | None"]
-"""Finds the ``.avsc`` text of a schema by its 8-byte fingerprint (None: not known there)."""
-
-_sources: list[SchemaSource] = []
-
-
-def add_schema_source(source: SchemaSource) -> None:
-    """Ask ``source`` for a fingerprint no known schema has, before refusing the record."""
-    with _lock:
-        if source not in _sources:
-            _sources.append(source)
+"""Finds the ``.avsc`` text of a schema by its 8-byte fingerprint (None: not known there):
+the schemas topic of the cluster a record was read from (:mod:`adapter.kafka.schemas`)."""
 
 
 def schema_text(cls: type[Record]) -> str:
@@ -322,8 +314,9 @@ def _as_bytes(data: bytes) -> bytes:
     raise TypeError(f"expected bytes, got {type(data).__name__}")
 
 
-def _codec_for_header(data: bytes) -> _Codec:
-    """The codec named by ``data``'s header; ``data`` must already be ``bytes``."""
+def _codec_for_header(data: bytes, lookup: SchemaSource | None = None) -> _Codec:
+    """The codec named by ``data``'s header (asking ``lookup`` for a fingerprint no known
+    schema has); ``data`` must already be ``bytes``."""
     if len(data) < HEADER_SIZE:
         raise CorruptRecordError(
             f"{len(data)} bytes, shorter than the {HEADER_SIZE}-byte header", raw=data
@@ -335,30 +328,27 @@ def _codec_for_header(data: bytes) -> _Codec:
     registry = _get_registry()
     codec = registry.by_header.get(data[:HEADER_SIZE])
     if codec is None:
-        codec = _look_up(registry, data)
+        codec = _look_up(registry, data, lookup)
     return codec
 
 
-def _look_up(registry: _Registry, data: bytes) -> _Codec:
-    """The codec of a fingerprint no known schema has, learned from the schema sources."""
+def _look_up(registry: _Registry, data: bytes, lookup: SchemaSource | None) -> _Codec:
+    """The codec of a fingerprint no known schema has, learned from ``lookup``."""
     fp = data[len(MARKER) : HEADER_SIZE]
     why = "unknown schema fingerprint " + fp.hex()
-    for source in list(_sources):
-        text = source(fp)
-        if text is None:
-            continue
+    text = lookup(fp) if lookup is not None else None
+    if text is not None:
         try:
             learn(text)
         except CodecError as exc:
             why = f"{why}: {exc}"
-            break
         found = registry.by_header.get(data[:HEADER_SIZE])
         if found is not None:
             return found
     raise UnknownSchemaError(why, raw=data)
 
 
-def decode(data: bytes) -> Record:
+def decode(data: bytes, *, lookup: SchemaSource | None = None) -> Record:
     """Decode one record of any known schema, choosing the schema by its fingerprint.
 
     Raises:
@@ -367,7 +357,7 @@ def decode(data: bytes) -> Record:
         UnknownSchemaError: The header is well formed but names no schema known here.
     """
     data = _as_bytes(data)
-    return _decode_with(_codec_for_header(data), data)
+    return _decode_with(_codec_for_header(data, lookup), data)
 
 
 def _decode_with(codec: _Codec, data: bytes, canonical: bool = True) -> Record:
@@ -410,7 +400,9 @@ def _decode_with(codec: _Codec, data: bytes, canonical: bool = True) -> Record:
     return record
 
 
-def decode_as(cls: type[T], data: bytes, *, canonical: bool = True) -> T:
+def decode_as(
+    cls: type[T], data: bytes, *, canonical: bool = True, lookup: SchemaSource | None = None
+) -> T:
     """Decode a record that must be of type ``cls``.
 
     With ``canonical=False`` the body is not re-encoded to prove it is in canonical form
@@ -424,7 +416,7 @@ def decode_as(cls: type[T], data: bytes, *, canonical: bool = True) -> T:
     """
     wanted = _codec_for(cls)
     data = _as_bytes(data)
-    found = _codec_for_header(data)
+    found = _codec_for_header(data, lookup)
     if found.cls is not wanted.cls:
         raise CorruptRecordError(
             f"expected a {cls.__name__}, found a {found.cls.__name__}", raw=data

@@ -58,9 +58,8 @@ def datum_of(record: OpRecord, **more: object) -> dict:
 
 @pytest.fixture(autouse=True)
 def fresh_codec(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test learns into its own registry and its own list of schema sources."""
+    """Each test learns into its own registry."""
     monkeypatch.setattr(codec, "_registry", None)
-    monkeypatch.setattr(codec, "_sources", [])
 
 
 # -- the rule -------------------------------------------------------------------------------
@@ -122,7 +121,7 @@ def test_a_record_of_the_next_release_is_unknown_until_its_schema_is_learned() -
     assert codec.decode_as(OpRecord, data) == TODAY, "the appended field is skipped"
 
 
-def test_a_schema_source_is_asked_for_an_unknown_fingerprint() -> None:
+def test_the_reader_s_lookup_is_asked_for_an_unknown_fingerprint() -> None:
     schema = next_schema(NOTE)
     asked: list[bytes] = []
 
@@ -130,10 +129,9 @@ def test_a_schema_source_is_asked_for_an_unknown_fingerprint() -> None:
         asked.append(fp)
         return json.dumps(schema)
 
-    codec.add_schema_source(source)
     data = written_by(schema, datum_of(TODAY, note=None))
-    assert codec.decode(data) == TODAY
-    assert codec.decode(data) == TODAY
+    assert codec.decode(data, lookup=source) == TODAY
+    assert codec.decode(data, lookup=source) == TODAY
     assert len(asked) == 1, "learned once, then known"
 
 
@@ -141,10 +139,9 @@ def test_a_source_offering_an_incompatible_schema_leaves_the_record_unknown_with
     None
 ):
     schema = next_schema({"name": "note", "type": "string"})
-    codec.add_schema_source(lambda _fp: json.dumps(schema))
     data = written_by(schema, datum_of(TODAY, note="x"))
     with pytest.raises(UnknownSchemaError, match="not optional"):
-        codec.decode(data)
+        codec.decode(data, lookup=lambda _fp: json.dumps(schema))
 
 
 def test_learning_a_schema_that_is_not_a_system_record_is_refused() -> None:
