@@ -75,6 +75,12 @@ def fetch(consumer: Consumer, max_records: int, timeout_s: float) -> list[KafkaR
     return [first, *consumer.consume(max_records - 1, 0)]
 
 
+_READ_BACK_GROUP = "rmq-adapter-read-back"
+_NOT_AUTHORISED = frozenset(
+    {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED}
+)
+
+
 def read_to_end(
     conf: Mapping[str, Any],
     topic: str,
@@ -87,7 +93,7 @@ def read_to_end(
     takes longer than ``timeout_s``."""
     if not starts:
         return
-    reader = clients.consumer({"group.id": "rmq-adapter-read-back", **conf, **READER_SETTINGS})
+    reader = clients.consumer({"group.id": _READ_BACK_GROUP, **conf, **READER_SETTINGS})
     try:
         reader.assign(
             [TopicPartition(topic, p, start if start >= 0 else -2) for p, start in starts.items()]
@@ -105,10 +111,10 @@ def read_to_end(
                 open_partitions.discard(record.partition() or 0)
                 if not open_partitions:
                     return
-            elif error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            elif error.code() in _NOT_AUTHORISED:
                 raise AdapterError(
                     f"the principal is not authorised to READ topic {naming.decode(topic)} "
-                    f"({error.str()}; ACLs: README)",
+                    f"with group {_READ_BACK_GROUP} ({error.str()}; ACLs: README)",
                     topic=topic,
                 )
             elif error.fatal() or not error.retriable():
