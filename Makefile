@@ -18,13 +18,18 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test unit integration spark-test lint bench bench-rocketmq jars spark-jars images install wheel system-deps clean
+.PHONY: demo test test-cluster unit integration spark-test lint bench bench-rocketmq jars spark-jars images install wheel system-deps clean
 
 demo: install jars
 	$(PY) -m demo
 
+# The whole suite but the three-broker cluster's tests, which test-cluster runs (.ci/run runs both).
 test: install jars lint
-	$(WITH_KAFKA) $(PY) -m pytest tests $(PYTEST_ARGS)
+	$(WITH_KAFKA) $(PY) -m pytest tests -m "not cluster" $(PYTEST_ARGS)
+
+# The fault and security tests on a three-broker cluster; it runs in containers only (podman).
+test-cluster: install jars
+	infra/with-podman.sh $(PY) -m pytest tests -m cluster $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -76,6 +76,26 @@ def reader_of_new_topic(bootstrap: str, topic: str) -> Consumer:
     return c
 
 
+def worker_command(
+    kind: str, bootstrap: str, worker_id: str, *options: str, log_level: str = "WARNING"
+) -> list[str]:
+    """The argv of ``rmq-adapter worker KIND`` as its own process, as in production."""
+    return [
+        sys.executable,
+        "-m",
+        "adapter",
+        "--log-level",
+        log_level,
+        "worker",
+        kind,
+        "--bootstrap",
+        bootstrap,
+        "--worker-id",
+        worker_id,
+        *options,
+    ]
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -115,20 +135,7 @@ class Coordinator:
         self.worker_id = f"bench-{name}-{uuid.uuid4().hex[:6]}"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(  # noqa: S603 - fixed argv
-            [
-                sys.executable,
-                "-m",
-                "adapter",
-                "--log-level",
-                "INFO",
-                "worker",
-                "transactions",
-                "--bootstrap",
-                bootstrap,
-                "--worker-id",
-                self.worker_id,
-                *options,
-            ],
+            worker_command("transactions", bootstrap, self.worker_id, *options, log_level="INFO"),
             cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             stdout=self._log,

@@ -21,7 +21,6 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -36,7 +35,15 @@ from adapter import properties as prop
 from adapter.client import Message, Producer
 from adapter.delay import DelayLevels
 from adapter.kafka import clients, topics
-from bench.common import Table, kafka, new_topic, now_ms, rate, reader_of_new_topic
+from bench.common import (
+    Table,
+    kafka,
+    new_topic,
+    now_ms,
+    rate,
+    reader_of_new_topic,
+    worker_command,
+)
 
 BODY = b"x" * 100
 LEVELS = DelayLevels.parse()
@@ -49,19 +56,7 @@ class Forwarder:
 
     def __init__(self, bootstrap: str) -> None:
         self.process = subprocess.Popen(  # noqa: S603 - fixed argv
-            [
-                sys.executable,
-                "-m",
-                "adapter",
-                "--log-level",
-                "WARNING",
-                "worker",
-                "schedule",
-                "--bootstrap",
-                bootstrap,
-                "--worker-id",
-                f"bench-{uuid.uuid4().hex[:6]}",
-            ],
+            worker_command("schedule", bootstrap, f"bench-{uuid.uuid4().hex[:6]}"),
             cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

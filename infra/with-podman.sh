@@ -26,6 +26,11 @@ cleanup() {
     echo "with-podman: removing containers left behind: $(echo $ids)"
     podman rm -f $ids >/dev/null 2>&1 || true
   fi
+  ids="$(podman network ls -q --filter "label=$label" 2>/dev/null || true)"
+  if [[ -n "$ids" ]]; then
+    echo "with-podman: removing networks left behind: $(echo $ids)"
+    podman network rm -f $ids >/dev/null 2>&1 || true
+  fi
   kill "$service" 2>/dev/null || true
   wait "$service" 2>/dev/null || true
   rm -rf "$state"

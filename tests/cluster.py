@@ -1,15 +1,17 @@
 """A three-broker KRaft cluster in containers, for the fault tests of ``tests/integration/cluster``.
 
 Three containers of the suite's Kafka image (``tests/brokers.py``), each a combined broker and
-controller, on the host's network with 127.0.0.1 listeners (so no container DNS is needed and
-nothing listens beyond loopback). Internal topics are replicated three times with
-``min.insync.replicas`` 2, as on a production cluster. Faults: SIGKILL a node's container,
-freeze it (``podman pause``), stop it gracefully, and start it again on the same data.
+controller, on one podman network made for the run: the nodes find each other by their network
+aliases ``kafka-1``..``kafka-3`` (the network's DNS), and replication and the KRaft quorum run
+over that network. Internal topics are replicated three times with ``min.insync.replicas`` 2,
+as on a production cluster. Faults: SIGKILL a node's container, freeze it (``podman pause``),
+stop it gracefully, and start it again on the same data and address.
 
-Each node has two client listeners: PLAINTEXT (whose anonymous principal is a super user, for
-the fault tests and for setting up users and ACLs) and SECURE, SASL/SCRAM-SHA-512 over TLS with
-a certificate for 127.0.0.1 signed by a CA made for the run (``openssl``), where Kafka's
-``StandardAuthorizer`` enforces ACLs. Replication and the controllers use PLAINTEXT on loopback.
+Each node publishes two client listeners on 127.0.0.1 only (nothing listens beyond loopback),
+each advertised as the host port it is mapped to: PLAINTEXT (whose anonymous principal is a
+super user, for the fault tests and for setting up users and ACLs) and SECURE,
+SASL/SCRAM-SHA-512 over TLS with a certificate for 127.0.0.1 signed by a CA made for the run
+(``openssl``), where Kafka's ``StandardAuthorizer`` enforces ACLs.
 """
 
 from __future__ import annotations
@@ -49,22 +51,34 @@ SCRAM = "SCRAM-SHA-512"
 CERTS = "/certs"
 
 
-def node_env(node_id: int, ports: list[tuple[int, int, int]]) -> dict[str, str]:
-    """The KAFKA_* environment of node ``node_id`` (1-based) of a cluster on ``ports``
-    (client port, controller port, secure port) per node."""
-    port, controller, secure = ports[node_id - 1]
-    voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c, _) in enumerate(ports))
+INTERNAL_PORT, CONTROLLER_PORT, CLIENT_PORT, SECURE_PORT = 9092, 9093, 19092, 19094
+"""The ports inside every node's container; only the two client ports are published."""
+
+
+def alias(node_id: int) -> str:
+    return f"kafka-{node_id}"
+
+
+def node_env(node_id: int, ports: list[tuple[int, int]]) -> dict[str, str]:
+    """The KAFKA_* environment of node ``node_id`` (1-based) of a cluster whose nodes publish
+    their client and secure listeners on 127.0.0.1 at ``ports``."""
+    port, secure = ports[node_id - 1]
+    voters = ",".join(f"{i}@{alias(i)}:{CONTROLLER_PORT}" for i in range(1, len(ports) + 1))
     settings = {
         **CLUSTER_SETTINGS,
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
         "listeners": (
-            f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller},"
-            f"SECURE://127.0.0.1:{secure}"
+            f"INTERNAL://0.0.0.0:{INTERNAL_PORT},CONTROLLER://0.0.0.0:{CONTROLLER_PORT},"
+            f"PLAINTEXT://0.0.0.0:{CLIENT_PORT},SECURE://0.0.0.0:{SECURE_PORT}"
         ),
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SECURE://127.0.0.1:{secure}",
+        "advertised.listeners": (
+            f"INTERNAL://{alias(node_id)}:{INTERNAL_PORT},"
+            f"PLAINTEXT://127.0.0.1:{port},SECURE://127.0.0.1:{secure}"
+        ),
+        "inter.broker.listener.name": "INTERNAL",
         "listener.security.protocol.map": (
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SECURE:SASL_SSL"
+            "INTERNAL:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SECURE:SASL_SSL"
         ),
         "sasl.enabled.mechanisms": SCRAM,
         "listener.name.secure.sasl.enabled.mechanisms": SCRAM,
@@ -83,7 +97,6 @@ def node_env(node_id: int, ports: list[tuple[int, int, int]]) -> dict[str, str]:
 class Node:
     node_id: int
     port: int
-    controller: int
     secure: int
     container: object
 
@@ -208,9 +221,15 @@ class KafkaCluster:
             raise AssertionError("no node has logged a quorum leader yet")
         return self.node(best[1])
 
+    network: object = None
+    """The podman network the nodes share (testcontainers' ``Network``)."""
+
     def stop(self) -> None:
         for node in self.nodes:
             node.remove()
+        if self.network is not None:
+            with contextlib.suppress(Exception):
+                self.network.remove()  # type: ignore[attr-defined]
 
 
 def _quiet(check):  # type: ignore[no-untyped-def]
@@ -281,38 +300,44 @@ def make_certificates(directory: Path) -> None:
 
 def start_cluster(certificates: Path) -> KafkaCluster:
     from testcontainers.core.container import DockerContainer
+    from testcontainers.core.network import Network
 
     make_certificates(certificates)
-    ports: list[tuple[int, int, int]] = []
-    taken: set[int] = set()
+    ports: list[tuple[int, int]] = []
     while len(ports) < 3:
-        port = local_broker.free_port_pair()
-        secure = local_broker.free_port_pair()
-        wanted = {port, port + 1, secure, secure + 1}
-        if len(wanted) == 4 and not wanted & taken:
-            taken |= wanted
-            ports.append((port, port + 1, secure))
+        pair = (local_broker.free_port_pair(), local_broker.free_port_pair())
+        if pair[0] != pair[1] and not set(pair) & {p for taken in ports for p in taken}:
+            ports.append(pair)
     image = kafka_image()
+    network = Network(docker_network_kw={"labels": {TEST_LABEL: "kafka-cluster"}}).create()
     nodes: list[Node] = []
     try:
         for node_id in (1, 2, 3):
+            port, secure = ports[node_id - 1]
             container = (
                 DockerContainer(image)
                 .with_envs(**node_env(node_id, ports))
                 .with_volume_mapping(str(certificates), CERTS, "ro")
-                .with_kwargs(network_mode="host", labels={TEST_LABEL: "kafka-cluster"})
+                .with_network(network)
+                .with_network_aliases(alias(node_id))
+                .with_kwargs(labels={TEST_LABEL: "kafka-cluster"})
             )
+            # published on loopback only (testcontainers' with_bind_ports binds every address)
+            container.ports[f"{CLIENT_PORT}/tcp"] = ("127.0.0.1", port)
+            container.ports[f"{SECURE_PORT}/tcp"] = ("127.0.0.1", secure)
             container.start()  # no wait: a node is ready only once the quorum has formed
-            nodes.append(Node(node_id, *ports[node_id - 1], container))
-        cluster = KafkaCluster(nodes, ca=str(certificates / "ca.pem"))
+            nodes.append(Node(node_id, port, secure, container))
+        cluster = KafkaCluster(nodes, ca=str(certificates / "ca.pem"), network=network)
         started = time.monotonic()
         cluster.wait_healthy(timeout=180)
         cluster.description = (
-            f"testcontainers: three {image} nodes at {cluster.bootstrap} "
-            f"(ready in {time.monotonic() - started:.0f} s)"
+            f"testcontainers: three {image} nodes on podman network {network.name}, "
+            f"published at {cluster.bootstrap} (ready in {time.monotonic() - started:.0f} s)"
         )
         return cluster
     except BaseException:
         for node in nodes:
             node.remove()
+        with contextlib.suppress(Exception):
+            network.remove()
         raise

@@ -88,8 +88,11 @@ class ProcessWorker:
         self.process.wait(10)
 
     def wait(self, timeout: float) -> int:
-        """The exit code, once the worker ends by itself (burst mode)."""
-        return self.process.wait(timeout)
+        """The exit code, once the worker ends by itself (burst mode); its output is then
+        all in ``lines``."""
+        code = self.process.wait(timeout)
+        self._drainer.join(10)
+        return code
 
     def terminate(self, timeout: float = 30.0) -> int:
         self.process.send_signal(signal.SIGTERM)

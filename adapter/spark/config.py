@@ -19,8 +19,9 @@ Environment (read by :meth:`SparkJobConfig.from_env`, never at import):
   delay of each level).
 - ``RMQ_ADAPTER_KAFKA_<KEY>``: a Kafka client setting, passed to Spark's Kafka source as
   ``kafka.<key>`` (``RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL=SSL`` -> ``kafka.security.protocol``).
-  Spark's source is the Java client: settings whose librdkafka and Java names differ
-  (``sasl.username``/``sasl.password`` versus ``sasl.jaas.config``) need the Java name.
+  Spark's source is the Java client: the SASL and TLS settings whose names differ
+  (``sasl.username``/``sasl.password``, ``ssl.ca.location``, ...) are mapped to the Java ones
+  (:mod:`adapter.spark.java_settings`), so one set of settings serves every process.
 
 Known gaps: one Kafka cluster per job; topics are fixed at start (no pattern subscription for
 the points job).
@@ -37,6 +38,7 @@ from typing import Any
 
 from adapter.config import kafka_overrides
 from adapter.exceptions import ConfigError
+from adapter.spark.java_settings import java_settings
 
 ENV = "RMQ_ADAPTER_"
 ENV_BOOTSTRAP = ENV + "BOOTSTRAP"
@@ -66,8 +68,10 @@ def _topics(value: str) -> tuple[str, ...]:
 
 
 def kafka_options_from_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """``RMQ_ADAPTER_KAFKA_<KEY>`` settings as Spark Kafka source options (``kafka.<key>``)."""
-    return {f"kafka.{key}": value for key, value in kafka_overrides(environ).items()}
+    """``RMQ_ADAPTER_KAFKA_<KEY>`` settings as Spark Kafka source options (``kafka.<key>``),
+    librdkafka's SASL and TLS names mapped to the Java client's (:mod:`.java_settings`)."""
+    settings = java_settings(kafka_overrides(environ))
+    return {f"kafka.{key}": value for key, value in settings.items()}
 
 
 DEFAULT_JAVA_OPTIONS = "-XX:+UseParallelGC"

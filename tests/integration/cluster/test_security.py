@@ -8,6 +8,7 @@ commands), the application and the adapter's workers, whose ACLs are the README'
 
 from __future__ import annotations
 
+import json
 import secrets
 import threading
 import time
@@ -26,10 +27,10 @@ from adapter.ops import acls
 from adapter.ops.cli import main as cli
 from tests.cluster import SCRAM, KafkaCluster
 from tests.integration.cluster.conftest import LEVELS
-from tests.support import create_topic, unique, wait_until
+from tests.support import create_topic, read_committed, unique, wait_until
 from tests.workers import start_worker
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.kafka, pytest.mark.cluster, pytest.mark.timeout(240)]
 
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
@@ -113,6 +114,15 @@ def test_every_command_takes_the_security_settings_from_the_environment(
         outputs.append(done.output)
         assert done.exit_code == 0, f"{command}: {done.output}"
     assert "ok" in outputs[0]
+    # resume reaches Kafka (fences its transactional id, reads the discard log) and then
+    # refuses an id that was never discarded, which proves it got through the secure listener
+    missing = unique("TX")
+    resumed = runner.invoke(
+        cli, ["transactions", "resume", "--bootstrap", secured.secure_bootstrap, missing], env=env
+    )
+    outputs.append(resumed.output)
+    assert resumed.exit_code == 1
+    assert f"transaction '{missing}' is not in" in resumed.output, resumed.output
     no_password_in(*outputs)
 
 
@@ -166,6 +176,43 @@ def test_seed_004_runs_under_the_acls_and_no_password_is_logged(
         print("".join(worker.lines[-40:]))
     assert code == 0
     no_password_in("".join(worker.lines), caplog.text)
+
+
+def test_the_points_job_reads_the_application_s_topic_with_the_same_settings(
+    as_application: KafkaCluster, make_producer, tmp_path
+) -> None:
+    """Spark's Kafka source is the Java client: the application's librdkafka settings reach it
+    under Java's names (a SCRAM login, a PEM trust store) and its ACLs let it read its topic."""
+    cluster = as_application
+    producer = make_producer(Names.producer_group, bootstrap=cluster.secure_bootstrap)
+    for n in range(3):
+        message = Message(Names.topic)
+        message.set_body(f"not an OrderPaid {n}")
+        producer.send_sync(message)
+    on_topic = read_committed(cluster.bootstrap, Names.topic, 3)
+    job = start_worker(
+        "process",
+        "adapter",
+        "spark",
+        "points",
+        "--bootstrap",
+        cluster.secure_bootstrap,
+        "--topic",
+        Names.topic,
+        "--available-now",
+        "--checkpoint",
+        str(tmp_path / "checkpoint"),
+        "--table",
+        str(tmp_path / "ledger"),
+        env=principal_env(cluster, "app"),
+    )
+    code = job.wait(180)
+    output = "".join(job.lines)
+    assert code == 0, output[-3000:]
+    result = json.loads([line for line in job.lines if line.startswith('{"job"')][-1])
+    assert result["input_rows"] == len(on_topic), "every record on the topic, read over SASL"
+    assert result["rejected"] == len(on_topic), "none of them is a payment: each parked as such"
+    no_password_in(output)
 
 
 def test_an_application_reading_the_transaction_log_gets_a_clear_authorisation_error(
