@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
@@ -44,6 +44,7 @@ END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 _POLL_S = 0.2
 _SHUTDOWN_WAIT_S = 10.0
 _RETRY_ANSWER_S = 0.5
+_UNKNOWN_TOPIC_GRACE_MS = 30_000
 
 Checker = Callable[[ReceivedMessage], Any]
 
@@ -61,6 +62,7 @@ class CheckResponder:
         self._thread: threading.Thread | None = None
         self.unreadable = 0
         """Check requests skipped because they could not be read (logged, not answered)."""
+        self._unknown_since_ms: int | None = None
 
     def start(self) -> None:
         """Create the group's check topic if needed and join its consumer group."""
@@ -104,12 +106,26 @@ class CheckResponder:
                     continue
                 failure = record.error()
                 if failure is not None:
-                    log.warning("check topic of %s: %s", self._group, failure.str())
+                    self._report(failure)
                     continue
+                self._unknown_since_ms = None
                 self._answer(consumer, record)
             except Exception:
                 log.exception("producer %s: answering a check failed", self._group)
                 self._stopping.wait(_RETRY_ANSWER_S)
+
+    def _report(self, failure: KafkaError) -> None:
+        """A consumer error, logged; a check topic that was just created is unknown to the
+        consumer for a moment (metadata propagation), so that is a warning only when it lasts
+        past ``_UNKNOWN_TOPIC_GRACE_MS``."""
+        if failure.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            now = self._clock.now_ms()
+            if self._unknown_since_ms is None:
+                self._unknown_since_ms = now
+            if now - self._unknown_since_ms < _UNKNOWN_TOPIC_GRACE_MS:
+                log.debug("check topic of %s not known yet: %s", self._group, failure.str())
+                return
+        log.warning("check topic of %s: %s", self._group, failure.str())
 
     def _answer(self, consumer: Consumer, record: KafkaRecord) -> None:
         topic, partition, offset = (

@@ -237,7 +237,7 @@ class GroupCommitter:
                 raise AdapterError(f"{remaining} records unacknowledged after {timeout:g} s")
             late = self._clock.now_ms() - min(d.write_by_ms for d in group)
             if late >= 0:
-                raise AdapterError(f"acknowledged {late} ms past the fast-commit window")
+                raise _TooLate(f"acknowledged {late} ms past the fast-commit window")
             lane.tx.commit()
         except Exception as exc:  # noqa: BLE001 - every failure ends the same way
             self._fall_back(lane, group, exc)
@@ -252,7 +252,10 @@ class GroupCommitter:
         if not lane.tx.started:
             lane.ready = False
         if group:
-            log.warning(
+            # past the window is the design's safety valve under load (INFO; the fell_back
+            # counter shows how often); anything else is a fault worth a WARNING
+            log.log(
+                logging.INFO if isinstance(cause, _TooLate) else logging.WARNING,
                 "a group of %d decisions was not committed (%s); the coordinator delivers them",
                 len(group),
                 cause,
@@ -260,6 +263,10 @@ class GroupCommitter:
         for decision in group:
             self._fallback(decision.end)
         self.fell_back += len(group)
+
+
+class _TooLate(AdapterError):
+    """The group was acknowledged after its fast-commit window: it must not commit."""
 
 
 def _settings_for(
