@@ -1,0 +1,211 @@
+"""The Kafka side of the 5.x ``SimpleConsumer``: its share group's settings and its members.
+
+Reproduces what a RocketMQ 5.x proxy keeps per consumer group for pop consumption, on a Kafka
+share group (KIP-932):
+
+- :func:`configure_group` sets the group's configs (``incremental_alter_configs`` on a GROUP
+  resource): ``share.auto.offset.reset=earliest`` (a new group starts with the retained
+  messages, as the 2.0 consumer does; Kafka's default is *latest*),
+  ``share.isolation.level=read_committed`` (only committed transactional messages; librdkafka
+  has no client-side isolation level for share consumers), ``share.record.lock.duration.ms``
+  (the ceiling of every invisible duration) and ``share.delivery.count.limit`` = max attempts
+  + 1 (so the client sees the delivery past the last attempt and moves it to ``%DLQ%<group>``
+  before the broker would archive it);
+- :func:`broker_limits` reads the broker's bounds on those two (``group.share.max.*``);
+- :class:`Member` is one ``confluent_kafka.ShareConsumer`` in explicit acknowledgement mode.
+  librdkafka refuses a poll while a record of the previous one is unacknowledged, so a member
+  polls only when it holds nothing, and the consumer keeps a pool of them. Every call to a
+  member goes through its lock (a ``ShareConsumer`` is not thread-safe). ``settle``
+  acknowledges (ACCEPT or RELEASE) and commits at once, and reports per partition what Kafka
+  refused.
+
+Known gaps: the group's configs are shared by every consumer of the group; the last one to
+start sets them. Setting them needs the ALTER_CONFIGS permission on the group.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException
+from confluent_kafka import Message as KafkaRecord
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
+
+from adapter.clock import Clock
+from adapter.config import KafkaSettings
+from adapter.kafka import clients
+from adapter.logs import RepeatLimiter, shape
+
+__all__ = ["BrokerLimits", "Member", "broker_limits", "configure_group"]
+
+log = logging.getLogger("adapter.v5")
+
+ACCEPT = AcknowledgeType.ACCEPT
+RELEASE = AcknowledgeType.RELEASE
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerLimits:
+    """The broker's bounds on a share group's lock duration and delivery count limit
+    (Kafka 4.3's defaults unless the broker says otherwise)."""
+
+    min_lock_ms: int = 15_000
+    max_lock_ms: int = 60_000
+    max_delivery_count: int = 10
+
+
+def broker_limits(admin: AdminClient, timeout_s: float) -> BrokerLimits:
+    """The bounds of the first broker the cluster lists; Kafka's defaults when they cannot be
+    read (no DescribeConfigs permission), with a warning."""
+    names = {
+        "group.share.min.record.lock.duration.ms": "min_lock_ms",
+        "group.share.max.record.lock.duration.ms": "max_lock_ms",
+        "group.share.max.delivery.count.limit": "max_delivery_count",
+    }
+    try:
+        broker = min(admin.list_topics(timeout=timeout_s).brokers)
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        found = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+        values = {
+            field: int(found[name].value)
+            for name, field in names.items()
+            if name in found and found[name].value
+        }
+    except (KafkaException, ValueError, TimeoutError) as exc:
+        log.warning("could not read the broker's share group limits (%s); assuming Kafka's", exc)
+        return BrokerLimits()
+    return BrokerLimits(**values)
+
+
+def configure_group(
+    admin: AdminClient, group: str, *, lock_ms: int, delivery_count_limit: int, timeout_s: float
+) -> None:
+    """Set the share group's configs (see the module's docstring); raises ``KafkaException``."""
+    settings = {
+        "share.auto.offset.reset": "earliest",
+        "share.isolation.level": "read_committed",
+        "share.record.lock.duration.ms": str(lock_ms),
+        "share.delivery.count.limit": str(delivery_count_limit),
+    }
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in settings.items()
+    ]
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=timeout_s)
+    log.info("share group %s configured: %s", group, settings, extra={"group": group})
+
+
+class Member:
+    """One share consumer of the pool: polled only when it holds nothing."""
+
+    def __init__(
+        self,
+        index: int,
+        kafka: KafkaSettings,
+        group: str,
+        client_id: str,
+        topics: Sequence[str],
+        *,
+        lock_ms: int,
+        clock: Clock,
+    ) -> None:
+        self.index = index
+        self.polling = False
+        """Set and cleared by the consumer, under its own lock."""
+        self._lock = threading.Lock()
+        self._clock = clock
+        conf: dict[str, Any] = {
+            "group.id": group,
+            "client.id": f"{client_id}#{index}",
+            "share.acknowledgement.mode": "explicit",
+            # A member holding records does not poll until they are settled (at most a lock).
+            "max.poll.interval.ms": max(300_000, 2 * lock_ms),
+        }
+        self._client = clients.share_consumer(kafka.librdkafka(conf), announce=True)
+        self._topics = tuple(topics)
+        self._client.subscribe(list(self._topics))
+        self._fetching_since: float | None = clock.monotonic()
+        self._errors = RepeatLimiter(30.0, clock.monotonic)
+
+    def poll(self, timeout_s: float, topics: Sequence[str]) -> tuple[list[KafkaRecord], float]:
+        """The records of one poll, and a moment before which none of them was locked.
+
+        librdkafka fetches outside ``poll`` too (measured with 2.16 on Kafka 4.3): a poll that
+        returns nothing may leave a fetch in flight that acquires records for the next one,
+        and acknowledging may send a fetch along; while a member holds every record of its
+        last poll unacknowledged it fetches nothing. So the floor is the earliest of this
+        poll's start, the start of a previous empty poll, and the first acknowledgement since
+        the last poll that returned records."""
+        with self._lock:
+            started = self._clock.monotonic()
+            if tuple(topics) != self._topics:
+                self._topics = tuple(topics)
+                self._client.subscribe(list(self._topics))
+            since = self._fetching_since
+            locked_since = started if since is None else min(since, started)
+            try:
+                batch = self._client.poll(timeout_s)
+            except KafkaException as exc:
+                self._report(exc.args[0] if exc.args else KafkaError(KafkaError._FAIL))
+                self._fetching_since = locked_since
+                return [], locked_since
+            self._fetching_since = None if len(batch) else locked_since
+        records = []
+        for record in batch:
+            error = record.error()
+            if error is None:
+                records.append(record)
+            else:
+                self._report(error)
+        return records, locked_since
+
+    def settle(
+        self, records: Sequence[tuple[KafkaRecord, AcknowledgeType]], timeout_s: float
+    ) -> dict[tuple[str, int], KafkaException]:
+        """Acknowledge ``records`` and commit; what Kafka refused, per (topic, partition)."""
+        if not records:
+            return {}
+        with self._lock:
+            if self._fetching_since is None:
+                self._fetching_since = self._clock.monotonic()
+            refused: dict[tuple[str, int], KafkaException] = {}
+            for record, kind in records:
+                try:
+                    self._client.acknowledge(record, kind)
+                except (KafkaException, RuntimeError, ValueError) as exc:
+                    # No longer in flight (this member left the group meanwhile).
+                    key = (str(record.topic()), int(record.partition() or 0))
+                    refused[key] = KafkaException(KafkaError(KafkaError._STATE, str(exc)))
+            try:
+                result = self._client.commit_sync(timeout_s)
+            except KafkaException as exc:
+                return {(str(r.topic()), int(r.partition() or 0)): exc for r, _kind in records}
+        for tp, failure in result.items():
+            if failure is not None:
+                refused[(tp.topic, tp.partition)] = failure
+        return refused
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._client.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("share consumer %d close failed: %s", self.index, exc)
+
+    def _report(self, error: KafkaError) -> None:
+        held = self._errors.admit(shape(error.str()))
+        if held is not None:
+            more = f" ({held} more like it in the last 30 s)" if held else ""
+            log.warning("share consumer %d: %s%s", self.index, error.str(), more)

@@ -1,0 +1,194 @@
+"""The 5.x ``SimpleConsumer`` on a real broker's share group: receive and ack, redelivery after
+the invisible duration (never before), change_invisible_duration, the dead-letter topic after
+max attempts, tag filters, and committed transactional messages only."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from adapter import naming
+from adapter.kafka import clients
+from adapter.v5 import FilterExpression, Message, SimpleConsumer
+from adapter.v5.exception import BadRequestException
+from tests.integration.v5.conftest import MakeSimpleConsumer, MakeV5Producer
+from tests.support import read_committed, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+EVERYTHING = FilterExpression()
+
+
+def message(topic: str, body: bytes, tag: str | None = None) -> Message:
+    out = Message()
+    out.topic = topic
+    out.body = body
+    if tag is not None:
+        out.tag = tag
+    return out
+
+
+def receive_one(consumer: SimpleConsumer, invisible_s: float, timeout: float = 30) -> Message:
+    """The next message the consumer receives (failing the test after ``timeout``)."""
+    got = wait_until(lambda: consumer.receive(1, invisible_s), timeout=timeout, what="a message")
+    assert len(got) == 1
+    return got[0]
+
+
+def test_a_received_and_acked_message_is_delivered_once(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(2)
+    sent = message(topic, b"order 42", "Paid")
+    sent.keys = "order-42"
+    sent.add_property("amount", "30")
+    receipt = make_v5_producer().send(sent)
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
+
+    got = receive_one(consumer, invisible_s=10)
+    consumer.ack(got)
+
+    assert (got.topic, got.body, got.tag, got.keys) == (topic, b"order 42", "Paid", {"order-42"})
+    assert got.properties == {"amount": "30"}
+    assert got.message_id == receipt.message_id
+    assert got.delivery_attempt == 1
+    assert consumer.receive(10, 10) == []  # nothing more within the 2 s long poll
+    with pytest.raises(BadRequestException, match="invalid or expired"):
+        consumer.ack(got)  # a second ack of the same delivery
+
+
+def test_a_message_not_acked_comes_back_after_its_invisible_duration_and_not_before(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(1)
+    make_v5_producer().send(message(topic, b"forgotten"))
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
+
+    first = receive_one(consumer, invisible_s=4)
+    received_at = time.monotonic()
+    again = receive_one(consumer, invisible_s=10)
+    back_after = time.monotonic() - received_at
+    consumer.ack(again)
+
+    print(f"redelivered {back_after:.2f} s after the first receive (invisible 4 s)")
+    assert back_after >= 4
+    # The release is at 4 s; the poll that picks it up may wait for a second share consumer
+    # joining the group (the first was holding the message). Kafka's own lock ends at 15 s.
+    assert back_after < 4 + 15
+    assert again.message_id == first.message_id
+    assert (first.delivery_attempt, again.delivery_attempt) == (1, 2)
+    with pytest.raises(BadRequestException, match="invalid or expired"):
+        consumer.ack(first)  # the first delivery's handle went back with it
+
+
+def test_change_invisible_duration_postpones_or_ends_the_invisibility(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(1)
+    make_v5_producer().send(message(topic, b"slow work"))
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
+    got = receive_one(consumer, invisible_s=2)
+
+    consumer.change_invisible_duration(got, 6)
+    changed_at = time.monotonic()
+    with pytest.raises(BadRequestException, match="cannot be renewed"):
+        consumer.change_invisible_duration(got, 12)  # past Kafka's 15 s lock on it
+    again = receive_one(consumer, invisible_s=5)
+    back_after = time.monotonic() - changed_at
+    consumer.change_invisible_duration(again, 0)  # back at once
+    third = receive_one(consumer, invisible_s=5, timeout=10)
+    consumer.ack(third)
+
+    print(f"redelivered {back_after:.2f} s after the change to 6 s")
+    assert back_after >= 6
+    assert (again.delivery_attempt, third.delivery_attempt) == (2, 3)
+
+
+def test_a_message_past_the_groups_max_attempts_goes_to_the_dead_letter_topic(
+    make_v5_producer: MakeV5Producer,
+    make_simple_consumer: MakeSimpleConsumer,
+    new_topic,
+    new_group,
+    system_topics: str,
+) -> None:
+    topic, group = new_topic(1), new_group()
+    receipt = make_v5_producer().send(message(topic, b"poison", "Bad"))
+    consumer = make_simple_consumer(group, {topic: EVERYTHING}, max_attempts=2)
+
+    for attempt in (1, 2):
+        got = receive_one(consumer, invisible_s=5)
+        assert got.delivery_attempt == attempt
+        consumer.change_invisible_duration(got, 0)  # fails: back at once
+    assert consumer.receive(1, 5) == []  # the third delivery went to the dead-letter topic
+
+    dead = read_committed(system_topics, naming.dlq_topic(group), expected=1, timeout=20)
+    assert len(dead) == 1
+    headers = {k: bytes(v).decode() for k, v in dead[0].headers() or []}
+    assert dead[0].value() == b"poison"
+    assert headers["UNIQ_KEY"] == receipt.message_id
+    assert headers["TAGS"] == "Bad"
+    assert headers["RETRY_TOPIC"] == topic
+    assert headers["RECONSUME_TIME"] == "2"
+
+
+def test_a_tag_filter_receives_only_the_tags_it_names(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(1)
+    producer = make_v5_producer()
+    for body, tag in ((b"a", "TagA"), (b"b", "TagB"), (b"c", "TagC"), (b"none", None)):
+        producer.send(message(topic, body, tag))
+    consumer = make_simple_consumer(new_group(), {topic: FilterExpression("TagA||TagC")})
+
+    seen: list[Message] = []
+
+    def received_two() -> bool:
+        seen.extend(consumer.receive(10, 10))
+        return len(seen) >= 2
+
+    wait_until(received_two, timeout=30, what="the tagged messages")
+    seen.extend(consumer.receive(10, 10))
+    for got in seen:
+        consumer.ack(got)
+    assert sorted((m.body, m.tag) for m in seen) == [(b"a", "TagA"), (b"c", "TagC")]
+
+
+def test_sql92_filters_are_refused_naming_the_feature(
+    make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    from adapter.v5 import FilterType
+    from adapter.v5.exception import UnsupportedException
+
+    topic = new_topic(1)
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
+    with pytest.raises(UnsupportedException, match="SQL92"):
+        consumer.subscribe(topic, FilterExpression("a > 1", FilterType.SQL))
+
+
+def test_only_committed_transactional_messages_are_received(
+    make_simple_consumer: MakeSimpleConsumer,
+    new_topic: Callable[..., str],
+    new_group,
+    system_topics: str,
+) -> None:
+    topic = new_topic(1)
+    kafka_topic = naming.kafka_topic(topic)
+    producer = clients.producer(
+        {"bootstrap.servers": system_topics, "transactional.id": f"tx-{topic}"}
+    )
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(kafka_topic, b"rolled back", headers=[("UNIQ_KEY", b"aborted-1")])
+    producer.abort_transaction(10)
+    producer.begin_transaction()
+    producer.produce(kafka_topic, b"committed", headers=[("UNIQ_KEY", b"committed-1")])
+    producer.commit_transaction(10)
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
+
+    got = receive_one(consumer, invisible_s=10)
+    consumer.ack(got)
+
+    assert (got.body, got.message_id) == (b"committed", "committed-1")
+    assert consumer.receive(10, 10) == []
