@@ -50,6 +50,8 @@ __all__ = ["BrokerLimits", "Member", "broker_limits", "configure_group"]
 
 log = logging.getLogger("adapter.v5")
 
+FETCH_WAIT_S = 0.5
+"""The longest a share fetch waits at the broker for records (``fetch.wait.max.ms``)."""
 ACCEPT = AcknowledgeType.ACCEPT
 RELEASE = AcknowledgeType.RELEASE
 
@@ -130,6 +132,7 @@ class Member:
             "group.id": group,
             "client.id": f"{client_id}#{index}",
             "share.acknowledgement.mode": "explicit",
+            "fetch.wait.max.ms": int(FETCH_WAIT_S * 1000),
             # A member holding records does not poll until they are settled (at most a lock).
             "max.poll.interval.ms": max(300_000, 2 * lock_ms),
         }
@@ -147,7 +150,8 @@ class Member:
         and acknowledging may send a fetch along; while a member holds every record of its
         last poll unacknowledged it fetches nothing. So the floor is the earliest of this
         poll's start, the start of a previous empty poll, and the first acknowledgement since
-        the last poll that returned records."""
+        the last poll that returned records (a fetch waits at most ``FETCH_WAIT_S`` at the
+        broker, so one still out after an empty poll was sent at most that long before it)."""
         with self._lock:
             started = self._clock.monotonic()
             if tuple(topics) != self._topics:
@@ -159,9 +163,10 @@ class Member:
                 batch = self._client.poll(timeout_s)
             except KafkaException as exc:
                 self._report(exc.args[0] if exc.args else KafkaError(KafkaError._FAIL))
-                self._fetching_since = locked_since
+                self._fetching_since = started - FETCH_WAIT_S
                 return [], locked_since
-            self._fetching_since = None if len(batch) else locked_since
+            # Empty: a fetch sent during this poll (or just before it) may still be out.
+            self._fetching_since = None if len(batch) else started - FETCH_WAIT_S
         records = []
         for record in batch:
             error = record.error()

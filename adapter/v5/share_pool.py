@@ -267,7 +267,12 @@ class SharePool:
             by_member: dict[Any, list[Any]] = {}
             for lease in due:
                 by_member.setdefault(lease.member, []).append((lease.record.record, RELEASE))
-                if lease.handed_out:
+                if not lease.handed_out:
+                    log.debug(
+                        "group %s: record %s released unseen (its lock is ending)",
+                        self._group, lease.handle,
+                    )  # fmt: skip
+                else:
                     log.info(
                         "group %s: message %s not acked within its invisible duration; "
                         "back to the group",

@@ -89,21 +89,22 @@ def test_change_invisible_duration_postpones_or_ends_the_invisibility(
     topic = new_topic(1)
     make_v5_producer().send(message(topic, b"slow work"))
     consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
-    got = receive_one(consumer, invisible_s=2)
+    got = receive_one(consumer, invisible_s=8)
+    time.sleep(3)
 
-    consumer.change_invisible_duration(got, 6)
-    changed_at = time.monotonic()
     with pytest.raises(BadRequestException, match="cannot be renewed"):
-        consumer.change_invisible_duration(got, 12)  # past Kafka's 15 s lock on it
+        consumer.change_invisible_duration(got, 12)  # 3 + 12 s: past Kafka's 15 s lock on it
+    consumer.change_invisible_duration(got, 7)
+    changed_at = time.monotonic()
     again = receive_one(consumer, invisible_s=5)
     back_after = time.monotonic() - changed_at
     consumer.change_invisible_duration(again, 0)  # back at once
     third = receive_one(consumer, invisible_s=5, timeout=10)
     consumer.ack(third)
 
-    print(f"redelivered {back_after:.2f} s after the change to 6 s")
-    assert back_after >= 6
-    assert (again.delivery_attempt, third.delivery_attempt) == (2, 3)
+    print(f"redelivered {back_after:.2f} s after the change to 7 s (3 s after receiving it)")
+    assert back_after >= 7
+    assert (got.delivery_attempt, again.delivery_attempt, third.delivery_attempt) == (1, 2, 3)
 
 
 def test_a_message_past_the_groups_max_attempts_goes_to_the_dead_letter_topic(
