@@ -11,9 +11,9 @@ group's ``share.record.lock.duration.ms`` from the moment the broker hands it to
 and librdkafka cannot renew a lock. So this book keeps, for every record a consumer holds:
 
 - ``lock_until``: the earliest moment the broker may let the lock go, minus a safety margin.
-  The lock starts when the broker hands the record over, which is never before the start of
-  the *previous* poll of the same Kafka consumer (librdkafka may fetch after a poll returned
-  and hand the records out at the next one), so that start plus the lock duration is a floor;
+  The lock starts when the broker hands the record to librdkafka, which may be before the
+  poll that returns it (:class:`FetchWindow` says how much before), so the window's start
+  plus the lock duration is a floor;
 - ``deadline``: when the application's invisible duration ends; the shell then RELEASEs the
   record, and the broker hands it out again with its delivery count + 1.
 
@@ -42,7 +42,7 @@ from typing import Generic, TypeVar
 from adapter.clock import Clock
 from adapter.v5.exception import BadRequestException
 
-__all__ = ["HEADROOM_S", "MARGIN_S", "MIN_HOLD_S", "InvisibilityBook", "Lease"]
+__all__ = ["HEADROOM_S", "MARGIN_S", "MIN_HOLD_S", "FetchWindow", "InvisibilityBook", "Lease"]
 
 T = TypeVar("T")
 
@@ -58,6 +58,40 @@ HEADROOM_S = 3.0
 margin): the longest invisible duration accepted is the lock duration minus this."""
 MIN_HOLD_S = 1.0
 """A waiting record with less lock than this left is released rather than handed out."""
+
+
+class FetchWindow:
+    """Since when one share consumer's next poll may return records the broker locked.
+
+    librdkafka fetches outside ``poll`` too (measured with 2.16 on Kafka 4.3): a poll that
+    returns nothing may leave a fetch out that acquires records for the next poll (a fetch
+    waits at most ``fetch_wait_s`` at the broker, so it was sent at most that long before the
+    empty poll started), and acknowledging may send a fetch along; while a consumer holds
+    every record of its last poll unacknowledged it fetches nothing. So a poll's records were
+    locked no earlier than the earliest of: this poll's start, the previous empty poll's start
+    less ``fetch_wait_s``, and the first acknowledgement since the last poll that returned
+    records (or the subscription, for the first poll).
+    """
+
+    __slots__ = ("_fetch_wait_s", "_since")
+
+    def __init__(self, subscribed_at: float, fetch_wait_s: float) -> None:
+        self._fetch_wait_s = fetch_wait_s
+        self._since: float | None = subscribed_at
+
+    def poll_started(self, now: float) -> float:
+        """The floor of the lock of what the poll starting ``now`` returns."""
+        return now if self._since is None else min(self._since, now)
+
+    def poll_ended(self, started: float, got_records: bool) -> None:
+        self._since = None if got_records else started - self._fetch_wait_s
+
+    def acknowledged(self, now: float) -> None:
+        if self._since is None:
+            self._since = now
+
+    def subscribed(self, now: float) -> None:
+        self._since = now if self._since is None else min(self._since, now)
 
 
 @dataclass(slots=True)

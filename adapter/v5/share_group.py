@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,7 @@ from adapter.clock import Clock
 from adapter.config import KafkaSettings
 from adapter.kafka import clients
 from adapter.logs import RepeatLimiter, shape
+from adapter.v5.invisibility import FetchWindow
 
 __all__ = ["BrokerLimits", "Member", "broker_limits", "configure_group"]
 
@@ -139,41 +140,32 @@ class Member:
         self._client = clients.share_consumer(kafka.librdkafka(conf), announce=True)
         self._topics = tuple(topics)
         self._client.subscribe(list(self._topics))
-        self._fetching_since: float | None = clock.monotonic()
+        self._window = FetchWindow(clock.monotonic(), FETCH_WAIT_S)
         self._errors = RepeatLimiter(30.0, clock.monotonic)
 
     def poll(self, timeout_s: float, topics: Sequence[str]) -> tuple[list[KafkaRecord], float]:
-        """The records of one poll, and a moment before which none of them was locked.
-
-        librdkafka fetches outside ``poll`` too (measured with 2.16 on Kafka 4.3): a poll that
-        returns nothing may leave a fetch in flight that acquires records for the next one,
-        and acknowledging may send a fetch along; while a member holds every record of its
-        last poll unacknowledged it fetches nothing. So the floor is the earliest of this
-        poll's start, the start of a previous empty poll, and the first acknowledgement since
-        the last poll that returned records (a fetch waits at most ``FETCH_WAIT_S`` at the
-        broker, so one still out after an empty poll was sent at most that long before it)."""
+        """The records of one poll, and a moment before which none of them was locked (see
+        :class:`~adapter.v5.invisibility.FetchWindow`)."""
         with self._lock:
             started = self._clock.monotonic()
             if tuple(topics) != self._topics:
                 self._topics = tuple(topics)
                 self._client.subscribe(list(self._topics))
-            since = self._fetching_since
-            locked_since = started if since is None else min(since, started)
+                self._window.subscribed(started)
+            locked_since = self._window.poll_started(started)
+            batch: Iterable[KafkaRecord] = ()
             try:
-                batch = self._client.poll(timeout_s)
+                batch = list(self._client.poll(timeout_s))
             except KafkaException as exc:
                 self._report(exc.args[0] if exc.args else KafkaError(KafkaError._FAIL))
-                self._fetching_since = started - FETCH_WAIT_S
-                return [], locked_since
-            # Empty: a fetch sent during this poll (or just before it) may still be out.
-            self._fetching_since = None if len(batch) else started - FETCH_WAIT_S
-        records = []
-        for record in batch:
-            error = record.error()
-            if error is None:
-                records.append(record)
-            else:
-                self._report(error)
+            records = []
+            for record in batch:
+                error = record.error()
+                if error is None:
+                    records.append(record)
+                else:
+                    self._report(error)
+            self._window.poll_ended(started, bool(records))
         return records, locked_since
 
     def settle(
@@ -183,8 +175,7 @@ class Member:
         if not records:
             return {}
         with self._lock:
-            if self._fetching_since is None:
-                self._fetching_since = self._clock.monotonic()
+            self._window.acknowledged(self._clock.monotonic())
             refused: dict[tuple[str, int], KafkaException] = {}
             for record, kind in records:
                 try:

@@ -59,6 +59,34 @@ def test_a_received_and_acked_message_is_delivered_once(
         consumer.ack(got)  # a second ack of the same delivery
 
 
+def test_receive_returns_at_most_the_asked_count_and_the_async_variants_work(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(1)
+    producer = make_v5_producer()
+    for n in range(3):
+        producer.send(message(topic, f"m{n}".encode()))
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
+
+    batches: list[list[Message]] = []
+
+    def received_all() -> bool:
+        got = consumer.receive_async(2, 10).result(timeout=30)
+        if got:
+            batches.append(got)
+        return sum(len(batch) for batch in batches) >= 3
+
+    wait_until(received_all, timeout=40, what="three messages")
+    for batch in batches:
+        for got in batch:
+            assert consumer.ack_async(got).result(timeout=10) is None
+
+    assert all(1 <= len(batch) <= 2 for batch in batches)
+    bodies = sorted(got.body for batch in batches for got in batch)
+    assert bodies == [b"m0", b"m1", b"m2"]
+    assert consumer.receive(10, 10) == []
+
+
 def test_a_message_not_acked_comes_back_after_its_invisible_duration_and_not_before(
     make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
 ) -> None:

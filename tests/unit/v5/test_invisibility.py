@@ -1,4 +1,5 @@
-"""The invisibility book on a manual clock: deadlines under Kafka's lock, never past it."""
+"""The invisibility book on a manual clock (deadlines under Kafka's lock, never past it), and
+the fetch window that says when that lock may have started."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import pytest
 
 from adapter.clock import ManualClock
 from adapter.v5.exception import BadRequestException
-from adapter.v5.invisibility import HEADROOM_S, MARGIN_S, MIN_HOLD_S, InvisibilityBook
+from adapter.v5.invisibility import (
+    HEADROOM_S,
+    MARGIN_S,
+    MIN_HOLD_S,
+    FetchWindow,
+    InvisibilityBook,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -177,3 +184,42 @@ def test_a_member_holds_records_until_all_are_settled_or_due() -> None:
 def test_a_lock_too_short_for_any_duration_is_refused() -> None:
     with pytest.raises(ValueError, match="no invisible duration"):
         InvisibilityBook(HEADROOM_S, ManualClock())
+
+
+def test_the_first_poll_counts_the_lock_from_the_subscription() -> None:
+    window = FetchWindow(subscribed_at=100.0, fetch_wait_s=0.5)
+
+    assert window.poll_started(105.0) == 100.0
+
+
+def test_after_a_poll_that_returned_records_the_next_counts_from_its_own_start() -> None:
+    window = FetchWindow(subscribed_at=100.0, fetch_wait_s=0.5)
+    window.poll_ended(started=101.0, got_records=True)
+
+    assert window.poll_started(130.0) == 130.0  # nothing is fetched while records are held
+
+
+def test_an_acknowledgement_may_fetch_so_the_next_poll_counts_from_it() -> None:
+    window = FetchWindow(subscribed_at=100.0, fetch_wait_s=0.5)
+    window.poll_ended(started=101.0, got_records=True)
+    window.acknowledged(110.0)
+    window.acknowledged(120.0)  # the first acknowledgement is the one that counts
+
+    assert window.poll_started(130.0) == 110.0
+
+
+def test_after_an_empty_poll_a_fetch_may_still_be_out() -> None:
+    window = FetchWindow(subscribed_at=100.0, fetch_wait_s=0.5)
+    window.poll_ended(started=101.0, got_records=False)
+
+    assert window.poll_started(160.0) == 100.5  # records could be that old by now
+    window.poll_ended(started=160.0, got_records=False)
+    assert window.poll_started(161.0) == 159.5
+
+
+def test_a_new_subscription_may_fetch_at_once() -> None:
+    window = FetchWindow(subscribed_at=100.0, fetch_wait_s=0.5)
+    window.poll_ended(started=101.0, got_records=True)
+    window.subscribed(125.0)
+
+    assert window.poll_started(130.0) == 125.0
