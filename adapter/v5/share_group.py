@@ -158,6 +158,8 @@ class Member:
                 batch = list(self._client.poll(timeout_s))
             except KafkaException as exc:
                 self._report(exc.args[0] if exc.args else KafkaError(KafkaError._FAIL))
+            except RuntimeError as exc:  # librdkafka's IllegalStateException: a bug of ours
+                log.error("share consumer %d refused a poll: %s", self.index, exc)
             records = []
             for record in batch:
                 error = record.error()

@@ -15,8 +15,8 @@ pool opens another member (up to ``max_consumers``) while the others hold record
 
 Known gaps: a member that joins the group gets its first records a few seconds after it
 subscribes (the share group's assignment); a dead letter Kafka refuses is tried again every
-second, and is lost to the broker's delivery count limit if Kafka refuses it until the lock
-ends (logged as an error each time).
+half second, and is lost to the broker's delivery count limit if Kafka refuses it until the
+lock ends (logged as an error each time).
 """
 
 from __future__ import annotations
@@ -232,10 +232,11 @@ class SharePool:
 
     def _dead_letters(self, member: Member) -> None:
         """Copy the member's over-the-limit records to ``%DLQ%<group>``, then accept them; one
-        Kafka refuses stays held and is tried again by the reaper."""
+        Kafka refuses stays held (the member polls no more) and is tried again by the reaper.
+        The caller has marked the member as polling, so no one else works on it."""
         with self._lock:
-            dead = self._dead.pop(member.index, [])
-        left = []
+            dead = list(self._dead.get(member.index, []))
+        done = []
         for fetched in dead:
             try:
                 self._send_back.dead_letter(fetched.received)
@@ -244,51 +245,69 @@ class SharePool:
                     "group %s: could not move %s to the dead-letter topic (%s); trying again",
                     self._group, fetched.received.id, exc,
                 )  # fmt: skip
-                left.append(fetched)
                 continue
             member.settle([(fetched.record, ACCEPT)], self._timeout_s)
+            done.append(fetched)
             log.warning(
                 "group %s: message %s delivered %d times; moved to %s",
                 self._group, fetched.received.id, fetched.attempt - 1,
                 naming.dlq_topic(self._group), extra={"group": self._group},
             )  # fmt: skip
-        if left:
-            with self._lock:
-                self._dead.setdefault(member.index, []).extend(left)
+        with self._lock:
+            left = [f for f in self._dead.pop(member.index, []) if f not in done]
+            if left:
+                self._dead[member.index] = left
 
     def _reap(self) -> None:
         """Release every record whose invisible duration ended (and waiting ones whose lock
-        is ending) when it is due; retry dead letters Kafka refused."""
+        is ending) when it is due; retry dead letters Kafka refused. A failure is logged and
+        the next turn tries again (Kafka's lock is the backstop: it ends later)."""
         while not self._stopping.is_set():
-            with self._lock:
-                due = self.book.due()
-                nearest = self.book.next_due()
-                dead = [self._members[i] for i, left in self._dead.items() if left]
-            by_member: dict[Any, list[Any]] = {}
-            for lease in due:
-                by_member.setdefault(lease.member, []).append((lease.record.record, RELEASE))
-                if not lease.handed_out:
-                    log.debug(
-                        "group %s: record %s released unseen (its lock is ending)",
-                        self._group, lease.handle,
-                    )  # fmt: skip
-                else:
-                    log.info(
-                        "group %s: message %s not acked within its invisible duration; "
-                        "back to the group",
-                        self._group, lease.record.received.id,
-                        extra={"group": self._group, "attempt": lease.record.attempt},
-                    )  # fmt: skip
-            for index, records in by_member.items():
-                self._members[index].settle(records, self._timeout_s)
+            try:
+                self._reap_once()
+            except Exception:
+                log.exception("group %s: releasing messages failed", self._group)
+                self._stopping.wait(1.0)
+
+    def _reap_once(self) -> None:
+        with self._lock:
+            due = self.book.due()
+            nearest = self.book.next_due()
+            dead = [
+                self._members[i] for i, left in self._dead.items() if left and not
+                self._members[i].polling
+            ]  # fmt: skip
             for member in dead:
+                member.polling = True
+        by_member: dict[Any, list[Any]] = {}
+        for lease in due:
+            by_member.setdefault(lease.member, []).append((lease.record.record, RELEASE))
+            if not lease.handed_out:
+                log.debug(
+                    "group %s: record %s released unseen (its lock is ending)",
+                    self._group, lease.handle,
+                )  # fmt: skip
+            else:
+                log.info(
+                    "group %s: message %s not acked within its invisible duration; "
+                    "back to the group",
+                    self._group, lease.record.received.id,
+                    extra={"group": self._group, "attempt": lease.record.attempt},
+                )  # fmt: skip
+        for index, records in by_member.items():
+            self._members[index].settle(records, self._timeout_s)
+        for member in dead:
+            try:
                 self._dead_letters(member)
-            with self._wake:
-                if due:
-                    self._wake.notify_all()
-                wait = 0.5 if nearest is None else nearest - self._clock.monotonic()
-                if wait > 0 and not self._stopping.is_set():
-                    self._wake.wait(min(wait, 0.5))
+            finally:
+                with self._lock:
+                    member.polling = False
+        with self._wake:
+            if due:
+                self._wake.notify_all()
+            wait = 0.5 if nearest is None else nearest - self._clock.monotonic()
+            if wait > 0 and not self._stopping.is_set():
+                self._wake.wait(min(wait, 0.5))
 
 
 def _message(lease: Lease[Fetched]) -> Message:
