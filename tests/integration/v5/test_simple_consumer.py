@@ -111,6 +111,27 @@ def test_a_message_not_acked_comes_back_after_its_invisible_duration_and_not_bef
         consumer.ack(first)  # the first delivery's handle went back with it
 
 
+def test_another_consumer_of_the_group_gets_a_held_message_only_after_its_invisible_duration(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic, group = new_topic(1), new_group()
+    make_v5_producer().send(message(topic, b"held by the first"))
+    first = make_simple_consumer(group, {topic: EVERYTHING})
+    held = receive_one(first, invisible_s=10)
+    received_at = time.monotonic()
+    second = make_simple_consumer(group, {topic: EVERYTHING})
+
+    again = receive_one(second, invisible_s=10, timeout=30)
+    back_after = time.monotonic() - received_at
+    second.ack(again)
+
+    print(f"the second consumer got it {back_after:.2f} s after the first received it")
+    assert back_after >= 10
+    assert (again.message_id, again.delivery_attempt) == (held.message_id, 2)
+    with pytest.raises(BadRequestException, match="invalid or expired"):
+        first.ack(held)
+
+
 def test_change_invisible_duration_postpones_or_ends_the_invisibility(
     make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
 ) -> None:
