@@ -112,14 +112,18 @@ class SharePool:
         self._members: dict[int, Member] = {}
         self._dead: dict[int, list[Fetched]] = {}
         self._stopping = threading.Event()
+        self._closing = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name=f"reap-{group}", daemon=True)
         self._reaper.start()
 
     # -- what the consumer asks -----------------------------------------------------------------
 
     def receive(self, max_count: int, invisible_s: float, await_s: float) -> list[Message]:
+        """Waiting records first; else polls (a free member) until ``await_s`` has passed, at
+        least once."""
         deadline = self._clock.monotonic() + await_s
-        while not self._stopping.is_set():
+        polled = False
+        while not self._closing.is_set():
             with self._lock:
                 leases = self.book.hand_out(max_count, invisible_s)
                 if leases:
@@ -127,15 +131,18 @@ class SharePool:
             if leases:
                 return [_message(lease) for lease in leases]
             remaining = deadline - self._clock.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 and polled:
                 return []
             member = self._free_member()
             if member is None:
+                if remaining <= 0:
+                    return []
                 with self._wake:
                     self._wake.wait(min(remaining, 0.1))
                 continue
+            polled = True
             try:
-                self._poll(member, min(remaining, POLL_SLICE_S))
+                self._poll(member, max(0.0, min(remaining, POLL_SLICE_S)))
             finally:
                 with self._lock:
                     member.polling = False
@@ -166,6 +173,7 @@ class SharePool:
     def close(self) -> None:
         """Wait until every handed-out record is acked or released (at most a lock: closing
         a member earlier would let Kafka redeliver its records early), then close."""
+        self._closing.set()
         with self._wake:
             limit = self._clock.monotonic() + self.book.lock_s
             while self._handed_out() and self._clock.monotonic() < limit:

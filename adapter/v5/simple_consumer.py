@@ -164,7 +164,7 @@ class SimpleConsumer:
                 send_back_timeout_ms=int(timeout_s * 1000),
             )
         )
-        self._callbacks = ThreadPoolExecutor(4, thread_name_prefix="v5-simple-consumer")
+        self._callbacks = ThreadPoolExecutor(32, thread_name_prefix="v5-simple-consumer")
         self._pool = SharePool(
             kafka=kafka, group=self._group, client_id=self._client_id, lock_ms=lock_ms,
             max_attempts=self._max_attempts, max_consumers=self._max_consumers,
@@ -185,7 +185,7 @@ class SimpleConsumer:
         if pool is None or self._had_shutdown:
             log.warning("%s is not running, can't shutdown", self)
             return
-        self._had_shutdown = True
+        self._had_shutdown = True  # no more receives; acks and changes go on while it waits
         pool.close()
         if self._callbacks is not None:
             self._callbacks.shutdown(wait=True)
@@ -226,12 +226,12 @@ class SimpleConsumer:
     def ack(self, message: Message) -> None:
         """Consume ``message`` for good; ``BadRequestException`` when it is no longer held
         (acked already, or its invisible duration ended and it went back to the group)."""
-        self._running("unable to ack message because simple consumer is not running").ack(message)
+        self._open("unable to ack message because simple consumer is not running").ack(message)
 
     def change_invisible_duration(self, message: Message, invisible_duration: float) -> None:
         """Keep ``message`` invisible for ``invisible_duration`` seconds from now (``0``: back
         to the group at once); refused when Kafka's lock on it ends sooner."""
-        pool = self._running(
+        pool = self._open(
             "unable to change invisible duration because simple consumer is not running"
         )
         pool.change(message, invisible_duration)
@@ -284,6 +284,13 @@ class SimpleConsumer:
         return f"SIMPLE_CONSUMER:{self._group}, client_id:{self._client_id}"
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _open(self, why: str) -> SharePool:
+        """The pool, also while ``shutdown()`` waits for received messages to be settled."""
+        pool = self._pool
+        if pool is None:
+            raise IllegalStateException(why)
+        return pool
 
     def _running(self, why: str) -> SharePool:
         pool = self._pool
@@ -353,6 +360,9 @@ class SimpleConsumer:
 
     def _submit(self, call: Callable[..., R], *args: Any) -> Future[R]:
         callbacks = self._callbacks
-        if callbacks is None or self._had_shutdown:
-            raise IllegalStateException("simple consumer is not running")
-        return callbacks.submit(call, *args)
+        try:
+            if callbacks is None:
+                raise RuntimeError("no executor")
+            return callbacks.submit(call, *args)
+        except RuntimeError:
+            raise IllegalStateException("simple consumer is not running") from None

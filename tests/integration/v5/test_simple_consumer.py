@@ -4,6 +4,7 @@ max attempts, tag filters, and committed transactional messages only."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -12,7 +13,7 @@ import pytest
 from adapter import naming
 from adapter.kafka import clients
 from adapter.v5 import FilterExpression, Message, SimpleConsumer
-from adapter.v5.exception import BadRequestException
+from adapter.v5.exception import BadRequestException, IllegalStateException
 from tests.integration.v5.conftest import MakeSimpleConsumer, MakeV5Producer
 from tests.support import read_committed, wait_until
 
@@ -181,6 +182,28 @@ def test_a_message_past_the_groups_max_attempts_goes_to_the_dead_letter_topic(
     assert headers["TAGS"] == "Bad"
     assert headers["RETRY_TOPIC"] == topic
     assert headers["RECONSUME_TIME"] == "2"
+
+
+def test_shutdown_waits_for_a_held_message_which_can_still_be_acked(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic, group = new_topic(1), new_group()
+    make_v5_producer().send(message(topic, b"in hand at shutdown"))
+    consumer = make_simple_consumer(group, {topic: EVERYTHING})
+    held = receive_one(consumer, invisible_s=10)
+
+    stopping = threading.Thread(target=consumer.shutdown)
+    stopping.start()
+    time.sleep(1)
+    assert stopping.is_alive()  # waiting for the message in hand
+    with pytest.raises(IllegalStateException, match="not running"):
+        consumer.receive(1, 5)
+    consumer.ack(held)
+    stopping.join(10)
+
+    assert not stopping.is_alive()
+    after = make_simple_consumer(group, {topic: EVERYTHING}, await_duration=8)
+    assert after.receive(1, 5) == []  # acked: never delivered again
 
 
 def test_a_tag_filter_receives_only_the_tags_it_names(
