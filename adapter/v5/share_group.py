@@ -19,8 +19,13 @@ share group (KIP-932):
   acknowledges (ACCEPT or RELEASE) and commits at once, and reports per partition what Kafka
   refused.
 
+- :func:`group_in_the_way` finds a Kafka consumer group of the same name (a 2.0
+  ``PushConsumer``'s): Kafka group ids are one namespace, and a share group cannot take it.
+
 Known gaps: the group's configs are shared by every consumer of the group; the last one to
-start sets them. Setting them needs the ALTER_CONFIGS permission on the group.
+start sets them. Setting them needs the ALTER_CONFIGS permission on the group. A RocketMQ group
+can mix push and simple consumers; on Kafka a 2.0 ``PushConsumer`` group and a
+``SimpleConsumer`` group need different names.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, KafkaError, KafkaException
+from confluent_kafka import AcknowledgeType, ConsumerGroupType, KafkaError, KafkaException
 from confluent_kafka import Message as KafkaRecord
 from confluent_kafka.admin import (
     AdminClient,
@@ -47,7 +52,7 @@ from adapter.kafka import clients
 from adapter.logs import RepeatLimiter, shape
 from adapter.v5.invisibility import FetchWindow
 
-__all__ = ["BrokerLimits", "Member", "broker_limits", "configure_group"]
+__all__ = ["BrokerLimits", "Member", "broker_limits", "configure_group", "group_in_the_way"]
 
 log = logging.getLogger("adapter.v5")
 
@@ -90,6 +95,18 @@ def broker_limits(admin: AdminClient, timeout_s: float) -> BrokerLimits:
     return BrokerLimits(**values)
 
 
+def group_in_the_way(admin: AdminClient, group: str, timeout_s: float) -> str | None:
+    """The type of a Kafka consumer group (not a share group) already named ``group``, if
+    any: a share group cannot take its name (a 2.0 ``PushConsumer``'s group, say)."""
+    types = {ConsumerGroupType.CONSUMER, ConsumerGroupType.CLASSIC}
+    listed = admin.list_consumer_groups(request_timeout=timeout_s, types=types)
+    for found in listed.result(timeout=timeout_s).valid:
+        if found.group_id == group:
+            kind = getattr(found, "type", None)
+            return str(getattr(kind, "name", kind)).lower()
+    return None
+
+
 def configure_group(
     admin: AdminClient, group: str, *, lock_ms: int, delivery_count_limit: int, timeout_s: float
 ) -> None:
@@ -127,6 +144,8 @@ class Member:
         self.index = index
         self.polling = False
         """Set and cleared by the consumer, under its own lock."""
+        self.fatal: KafkaError | None = None
+        """librdkafka's fatal error, after which this share consumer is of no use."""
         self._lock = threading.Lock()
         self._clock = clock
         conf: dict[str, Any] = {
@@ -203,6 +222,8 @@ class Member:
                 log.warning("share consumer %d close failed: %s", self.index, exc)
 
     def _report(self, error: KafkaError) -> None:
+        if error.fatal():
+            self.fatal = error
         held = self._errors.admit(shape(error.str()))
         if held is not None:
             more = f" ({held} more like it in the last 30 s)" if held else ""

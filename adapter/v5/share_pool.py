@@ -38,7 +38,14 @@ from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError
 from adapter.message import ReceivedMessage
 from adapter.tags import TagFilter
-from adapter.v5.exception import BadRequestException, IllegalStateException, translate
+from adapter.v5.exception import (
+    BadRequestException,
+    ClientException,
+    IllegalStateException,
+    InternalErrorException,
+    NotFoundException,
+    translate,
+)
 from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, InvisibilityBook, Lease
 from adapter.v5.message import Message
 from adapter.v5.share_group import ACCEPT, RELEASE, Member
@@ -48,6 +55,8 @@ __all__ = ["Fetched", "SharePool"]
 log = logging.getLogger("adapter.v5")
 
 POLL_SLICE_S = 1.0
+CONSUMER_GROUP_NOT_FOUND = 40403
+"""The 5.x protocol's ``Code.CONSUMER_GROUP_NOT_FOUND``."""
 _LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
 
 Filters = Callable[[], Mapping[str, TagFilter]]
@@ -146,6 +155,8 @@ class SharePool:
             finally:
                 with self._lock:
                     member.polling = False
+            if member.fatal is not None:
+                raise _fatal(member.fatal, self._group)
         return []
 
     def ack(self, message: Message) -> None:
@@ -316,6 +327,16 @@ class SharePool:
             wait = 0.5 if nearest is None else nearest - self._clock.monotonic()
             if wait > 0 and not self._stopping.is_set():
                 self._wake.wait(min(wait, 0.5))
+
+
+def _fatal(error: KafkaError, group: str) -> ClientException:
+    """What a share consumer's fatal error means to the application."""
+    text = f"the share consumer of group {group!r} failed for good: {error.str()}"
+    if error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+        return NotFoundException(
+            f"{text} (is {group!r} also a Kafka consumer group's name?)", CONSUMER_GROUP_NOT_FOUND
+        )
+    return InternalErrorException(text, 50000)
 
 
 def _message(lease: Lease[Fetched]) -> Message:

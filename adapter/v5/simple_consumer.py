@@ -54,7 +54,7 @@ from adapter.v5.exception import (
 from adapter.v5.filter_expression import FilterExpression
 from adapter.v5.message import Message
 from adapter.v5.producer import new_client_id
-from adapter.v5.share_group import broker_limits, configure_group
+from adapter.v5.share_group import broker_limits, configure_group, group_in_the_way
 from adapter.v5.share_pool import SharePool
 
 __all__ = ["SimpleConsumer"]
@@ -146,6 +146,13 @@ class SimpleConsumer:
             self._max_attempts = self._choose_max_attempts(limits.max_delivery_count)
             for topic in self._subscriptions:
                 self._require_topic(topic, kafka)
+            other = group_in_the_way(admin, self._group, max(timeout_s, 10.0))
+            if other is not None:
+                raise IllegalStateException(
+                    f"{self} could not start: {self._group!r} is the name of a Kafka consumer "
+                    f"group ({other} protocol: a 2.0 PushConsumer's?), and a SimpleConsumer's "
+                    "share group cannot take it; give the SimpleConsumer another group"
+                )
             configure_group(
                 admin,
                 self._group,

@@ -240,6 +240,17 @@ def test_sql92_filters_are_refused_naming_the_feature(
         consumer.subscribe(topic, FilterExpression("a > 1", FilterType.SQL))
 
 
+def test_a_group_name_a_2_0_push_consumer_uses_is_refused_at_startup(
+    make_consumer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic, group = new_topic(1), new_group()
+    push = make_consumer(group, topic, lambda message: None)
+    wait_until(push.assigned_queues, timeout=30, what="the push consumer's queues")
+
+    with pytest.raises(IllegalStateException, match="name of a Kafka consumer group"):
+        make_simple_consumer(group, {topic: EVERYTHING})
+
+
 def test_only_committed_transactional_messages_are_received(
     make_simple_consumer: MakeSimpleConsumer,
     new_topic: Callable[..., str],
