@@ -9,8 +9,9 @@ share group (KIP-932):
   ``share.isolation.level=read_committed`` (only committed transactional messages; librdkafka
   has no client-side isolation level for share consumers), ``share.record.lock.duration.ms``
   (the ceiling of every invisible duration) and ``share.delivery.count.limit`` = max attempts
-  + 1 (so the client sees the delivery past the last attempt and moves it to ``%DLQ%<group>``
-  before the broker would archive it);
+  + 2 (:func:`attempts_and_limit`: the client sees the delivery past the last attempt and
+  moves it to ``%DLQ%<group>`` before the broker would archive it, with one more delivery to
+  spare if it dies meanwhile);
 - :func:`broker_limits` reads the broker's bounds on those two (``group.share.max.*``);
 - :class:`Member` is one ``confluent_kafka.ShareConsumer`` in explicit acknowledgement mode.
   librdkafka refuses a poll while a record of the previous one is unacknowledged, so a member
@@ -52,7 +53,14 @@ from adapter.kafka import clients
 from adapter.logs import RepeatLimiter, shape
 from adapter.v5.invisibility import FetchWindow
 
-__all__ = ["BrokerLimits", "Member", "broker_limits", "configure_group", "group_in_the_way"]
+__all__ = [
+    "BrokerLimits",
+    "Member",
+    "attempts_and_limit",
+    "broker_limits",
+    "configure_group",
+    "group_in_the_way",
+]
 
 log = logging.getLogger("adapter.v5")
 
@@ -93,6 +101,33 @@ def broker_limits(admin: AdminClient, timeout_s: float) -> BrokerLimits:
         log.warning("could not read the broker's share group limits (%s); assuming Kafka's", exc)
         return BrokerLimits()
     return BrokerLimits(**values)
+
+
+ROCKETMQ_MAX_ATTEMPTS = 17
+"""A 5.x group's default: ``retryMaxTimes`` (16) + 1."""
+
+
+def attempts_and_limit(broker_max_count: int, asked: int | None) -> tuple[int, int]:
+    """The group's max attempts and the share group's ``share.delivery.count.limit``.
+
+    The limit leaves two deliveries beyond the attempts where the broker allows it: the first
+    is moved to the dead-letter topic, the second is there in case the consumer died while
+    moving it (past the limit the broker archives a record, which would lose it). Without
+    ``asked``: RocketMQ's 17, or as many as the broker allows with the two spare. ``asked``
+    may take the second spare delivery (warned); more is refused (``ValueError``).
+    """
+    if asked is None:
+        attempts = max(1, min(ROCKETMQ_MAX_ATTEMPTS, broker_max_count - 2))
+        return attempts, min(attempts + 2, broker_max_count)
+    if asked < 1:
+        raise ValueError(f"max_attempts must be 1 or more, got {asked}")
+    if asked + 1 > broker_max_count:
+        raise ValueError(
+            f"max_attempts {asked} is more than the broker allows: at most "
+            f"{broker_max_count - 1} (group.share.max.delivery.count.limit {broker_max_count}, "
+            "less one delivery to move a message to the dead-letter topic)"
+        )
+    return asked, min(asked + 2, broker_max_count)
 
 
 def group_in_the_way(admin: AdminClient, group: str, timeout_s: float) -> str | None:

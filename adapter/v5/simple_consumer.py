@@ -21,7 +21,7 @@ Known gaps (README, "Moving a 5.x application"): an invisible duration is at mos
 lock duration less 3 s, and ``change_invisible_duration`` cannot go past the lock Kafka took
 when it handed the message over (both refused with ``BadRequestException``); a message held
 by a process that dies comes back when Kafka's lock ends, not at its invisible duration (never
-earlier); max attempts default to what the broker allows (9 on Kafka's defaults, not 17); a
+earlier); max attempts default to what the broker allows (8 on Kafka's defaults, not 17); a
 record fetched but never handed out may come back with its attempt counted; ``shutdown()``
 waits for held messages to be acked or come back; the receipt handle does not change on
 ``change_invisible_duration``.
@@ -54,15 +54,19 @@ from adapter.v5.exception import (
 from adapter.v5.filter_expression import FilterExpression
 from adapter.v5.message import Message
 from adapter.v5.producer import new_client_id
-from adapter.v5.share_group import broker_limits, configure_group, group_in_the_way
+from adapter.v5.share_group import (
+    ROCKETMQ_MAX_ATTEMPTS,
+    attempts_and_limit,
+    broker_limits,
+    configure_group,
+    group_in_the_way,
+)
 from adapter.v5.share_pool import SharePool
 
 __all__ = ["SimpleConsumer"]
 
 log = logging.getLogger("adapter.v5")
 
-ROCKETMQ_MAX_ATTEMPTS = 17
-"""A 5.x group's default: ``retryMaxTimes`` (16) + 1."""
 _GROUP_PATTERN = "^[%a-zA-Z0-9_-]+$"
 R = TypeVar("R")
 
@@ -143,7 +147,7 @@ class SimpleConsumer:
             admin = clients.admin(kafka.librdkafka({}), announce=True)
             limits = broker_limits(admin, timeout_s)
             lock_ms = self._choose_lock_ms(limits.min_lock_ms, limits.max_lock_ms)
-            self._max_attempts = self._choose_max_attempts(limits.max_delivery_count)
+            self._max_attempts, count_limit = self._choose_attempts(limits.max_delivery_count)
             for topic in self._subscriptions:
                 self._require_topic(topic, kafka)
             other = group_in_the_way(admin, self._group, max(timeout_s, 10.0))
@@ -157,7 +161,7 @@ class SimpleConsumer:
                 admin,
                 self._group,
                 lock_ms=lock_ms,
-                delivery_count_limit=self._max_attempts + 1,
+                delivery_count_limit=count_limit,
                 timeout_s=max(timeout_s, 10.0),
             )
         except (AdapterError, KafkaException) as exc:
@@ -346,24 +350,27 @@ class SimpleConsumer:
             )
         return asked
 
-    def _choose_max_attempts(self, broker_max_count: int) -> int:
-        allowed = broker_max_count - 1  # one delivery more than the attempts, to dead-letter
-        if self._max_attempts_asked is None:
-            if allowed < ROCKETMQ_MAX_ATTEMPTS:
-                log.warning(
-                    "group %s: max attempts %d, not RocketMQ's %d: the broker allows share "
-                    "groups %d deliveries (group.share.max.delivery.count.limit), and one is "
-                    "kept to move a message to the dead-letter topic",
-                    self._group, allowed, ROCKETMQ_MAX_ATTEMPTS, broker_max_count,
-                )  # fmt: skip
-            return min(ROCKETMQ_MAX_ATTEMPTS, allowed)
-        if self._max_attempts_asked > allowed:
-            raise IllegalArgumentException(
-                f"max_attempts {self._max_attempts_asked} is more than the broker allows: at "
-                f"most {allowed} (group.share.max.delivery.count.limit {broker_max_count}, "
-                "less one delivery to move a message to the dead-letter topic)"
-            )
-        return self._max_attempts_asked
+    def _choose_attempts(self, broker_max_count: int) -> tuple[int, int]:
+        """Max attempts and the share group's delivery count limit, logged where they fall
+        short of RocketMQ's."""
+        try:
+            attempts, limit = attempts_and_limit(broker_max_count, self._max_attempts_asked)
+        except ValueError as exc:
+            raise IllegalArgumentException(str(exc)) from None
+        if self._max_attempts_asked is None and attempts < ROCKETMQ_MAX_ATTEMPTS:
+            log.warning(
+                "group %s: max attempts %d, not RocketMQ's %d: the broker allows share groups "
+                "%d deliveries (group.share.max.delivery.count.limit), and two are kept to "
+                "move a message to the dead-letter topic",
+                self._group, attempts, ROCKETMQ_MAX_ATTEMPTS, broker_max_count,
+            )  # fmt: skip
+        elif limit < attempts + 2:
+            log.warning(
+                "group %s: max attempts %d leave no spare delivery: a consumer that dies while "
+                "moving a message to the dead-letter topic loses it to the broker's limit",
+                self._group, attempts,
+            )  # fmt: skip
+        return attempts, limit
 
     def _submit(self, call: Callable[..., R], *args: Any) -> Future[R]:
         callbacks = self._callbacks
