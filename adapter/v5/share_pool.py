@@ -162,7 +162,9 @@ class SharePool:
     def ack(self, message: Message) -> None:
         with self._lock:
             lease = self.book.settle(message.receipt_handle)
-        member = self._members[lease.member]  # type: ignore[index]
+            member = self._members.get(lease.member)  # type: ignore[call-overload]
+        if member is None:
+            raise IllegalStateException("unable to ack message: the consumer has shut down")
         refused = member.settle([(lease.record.record, ACCEPT)], self._timeout_s)
         if not refused:
             return
