@@ -20,12 +20,13 @@ dead-letter topic and send-back) instead. Tag filters run here (:mod:`.filter_ex
 Known gaps (README, "Moving a 5.x application"): an invisible duration is at most the group's
 lock duration less 3 s, and ``change_invisible_duration`` cannot go past the lock Kafka took
 when it handed the message over (both refused with ``BadRequestException``); a message held
-by a process that dies comes back when Kafka's lock ends or its share session times out
-(45 s), not at its invisible duration; max attempts default to what the broker allows (8 on
-Kafka's defaults, not 17); a record fetched but never handed out may come back with its
-attempt counted; ``shutdown()`` waits for held messages to be acked or come back; the receipt
-handle does not change on ``change_invisible_duration``; FIFO order is not kept; a Kafka
-consumer group's name (a 2.0 ``PushConsumer``'s) cannot be a ``SimpleConsumer``'s group.
+by a process that dies comes back as soon as Kafka sees its connection close (or its lock or
+session ends), which may be before its invisible duration; max attempts default to what the
+broker allows (8 on Kafka's defaults, not 17); a record fetched but never handed out may come
+back with its attempt counted; ``shutdown()`` waits for held messages to be acked or come
+back; the receipt handle does not change on ``change_invisible_duration``; FIFO order is not
+kept; a Kafka consumer group's name (a 2.0 ``PushConsumer``'s) cannot be a
+``SimpleConsumer``'s group.
 """
 
 from __future__ import annotations

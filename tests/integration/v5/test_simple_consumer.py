@@ -1,6 +1,7 @@
 """The 5.x ``SimpleConsumer`` on a real broker's share group: receive and ack, redelivery after
-the invisible duration (never before), change_invisible_duration, the dead-letter topic after
-max attempts, tag filters, and committed transactional messages only."""
+the invisible duration (never before, to this consumer or another of the group), a holder killed
+with SIGKILL, change_invisible_duration, shutdown, the dead-letter topic after max attempts, tag
+filters, group names, and committed transactional messages only."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from adapter.v5 import FilterExpression, Message, SimpleConsumer
 from adapter.v5.exception import BadRequestException, IllegalStateException
 from tests.integration.v5.conftest import MakeSimpleConsumer, MakeV5Producer
 from tests.support import read_committed, wait_until
+from tests.workers import start_worker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -131,6 +133,40 @@ def test_another_consumer_of_the_group_gets_a_held_message_only_after_its_invisi
     assert (again.message_id, again.delivery_attempt) == (held.message_id, 2)
     with pytest.raises(BadRequestException, match="invalid or expired"):
         first.ack(held)
+
+
+def test_a_message_held_by_a_consumer_killed_with_sigkill_comes_back_to_the_group(
+    make_v5_producer: MakeV5Producer,
+    make_simple_consumer: MakeSimpleConsumer,
+    new_topic,
+    new_group,
+    system_topics: str,
+) -> None:
+    """Not lost, and counted as a delivery. Kafka releases a dead member's records when its
+    connection closes, before their invisible duration ends (README: a documented difference
+    from RocketMQ, which the client cannot prevent); the test prints how soon."""
+    topic, group = new_topic(1), new_group()
+    survivor = make_simple_consumer(group, {topic: EVERYTHING}, await_duration=6)
+    assert survivor.receive(1, 10) == []  # joined the group
+    dying = start_worker(
+        "process", "tests.procs.simple_receive_and_hold", system_topics, group, topic, "10"
+    )
+    dying.wait_for_output("started", timeout=30)
+    receipt = make_v5_producer().send(message(topic, b"held by a dying consumer"))
+    dying.wait_for_output(f"holding {receipt.message_id}", timeout=40)
+    [held] = [line for line in dying.lines if line.startswith(f"holding {receipt.message_id}")]
+    held_attempt = int(held.split()[-1])
+    dying.kill()
+    killed_at = time.monotonic()
+
+    survivor.await_duration = 1
+    again = receive_one(survivor, invisible_s=10, timeout=40)
+    survivor.ack(again)
+
+    print(f"back {time.monotonic() - killed_at:.2f} s after the kill (invisible 10 s)")
+    assert again.message_id == receipt.message_id
+    assert again.delivery_attempt is not None
+    assert again.delivery_attempt > held_attempt
 
 
 def test_change_invisible_duration_postpones_or_ends_the_invisibility(
