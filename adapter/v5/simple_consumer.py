@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
@@ -70,6 +71,7 @@ __all__ = ["SimpleConsumer"]
 log = logging.getLogger("adapter.v5")
 
 _GROUP_PATTERN = "^[%a-zA-Z0-9_-]+$"
+_NEW_TOPIC_GRACE_S = 3.0
 R = TypeVar("R")
 
 
@@ -328,17 +330,31 @@ class SimpleConsumer:
         return expression, expression.tag_filter(topic)
 
     def _require_topic(self, topic: str, kafka: KafkaSettings | None) -> None:
+        """``NotFoundException`` unless ``topic`` exists (5.x looks up its route); a topic
+        whose metadata is not ready yet (just created) is asked again, up to the timeout."""
         if kafka is None:
             raise IllegalStateException("simple consumer is not running")
-        admin = clients.admin(kafka.librdkafka({}), announce=True)
+        # A lookup must not create the topic (a broker with auto.create.topics.enable would).
+        admin = clients.admin(kafka.librdkafka({"allow.auto.create.topics": False}))
         kafka_topic = naming.kafka_topic(topic)
-        try:
-            found = admin.list_topics(kafka_topic, timeout=self._timeout_s() + 5)
-        except KafkaException as exc:
-            raise translate(exc, f"look up topic {topic}") from exc
-        info = found.topics.get(kafka_topic)
-        if info is None or info.error is not None or not info.partitions:
-            raise NotFoundException(f"topic {topic!r} does not exist", 40402)
+        started = self._clock.monotonic()
+        deadline = started + self._timeout_s() + 5
+        while True:
+            try:
+                found = admin.list_topics(kafka_topic, timeout=self._timeout_s() + 5)
+            except KafkaException as exc:
+                raise translate(exc, f"look up topic {topic}") from exc
+            info = found.topics.get(kafka_topic)
+            error = None if info is None else info.error
+            if info is not None and error is None and info.partitions:
+                return
+            # A topic created a moment ago may be unknown to this broker for a little while.
+            missing = error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            now = self._clock.monotonic()
+            if (missing and now > started + _NEW_TOPIC_GRACE_S) or now > deadline:
+                why = "" if missing else f" ({error.str() if error else 'no partitions'})"
+                raise NotFoundException(f"topic {topic!r} does not exist{why}", 40402)
+            time.sleep(0.2)
 
     def _choose_lock_ms(self, least: int, most: int) -> int:
         if self._lock_duration is None:

@@ -276,6 +276,19 @@ def test_sql92_filters_are_refused_naming_the_feature(
         consumer.subscribe(topic, FilterExpression("a > 1", FilterType.SQL))
 
 
+def test_subscribing_to_a_topic_that_does_not_exist_is_not_found(
+    make_simple_consumer: MakeSimpleConsumer, new_topic, new_group, admin
+) -> None:
+    from adapter.v5.exception import NotFoundException
+
+    consumer = make_simple_consumer(new_group(), {new_topic(1): EVERYTHING})
+    missing = new_group("NoSuchTopic")
+
+    with pytest.raises(NotFoundException, match="does not exist"):
+        consumer.subscribe(missing)
+    assert naming.kafka_topic(missing) not in admin.list_topics(timeout=10).topics
+
+
 def test_a_group_name_a_2_0_push_consumer_uses_is_refused_at_startup(
     make_consumer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
 ) -> None:
