@@ -131,12 +131,13 @@ class PushConsumer:
         )
 
     def shutdown(self) -> None:
-        """Leave the group once the callbacks in flight end; ``IllegalStateException`` when
-        not running, as in 5.x."""
+        """Leave the group once the callbacks in flight end; a consumer not running logs a
+        warning and returns, as in 5.x."""
         with self._lock:
             loop, self._loop = self._loop, None
         if loop is None:
-            raise IllegalStateException(f"{self} is not running")
+            log.warning("%s is not running, can't shutdown", self)
+            return
         loop.stop()
 
     @property
