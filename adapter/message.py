@@ -167,7 +167,10 @@ class ReceivedMessage:
         timestamp: int,
         append_time: bool,
         headers: ReceivedHeaders | None,
+        earlier_deliveries: int = 0,
     ) -> None:
+        """``earlier_deliveries``: failed deliveries Kafka counted but ``RECONSUME_TIME`` does
+        not show (a share group's delivery count), added to ``reconsume_times``."""
         self._topic = topic
         self._kafka_topic = kafka_topic
         self._body = body if body is not None else b""
@@ -180,7 +183,7 @@ class ReceivedMessage:
         if None in props.values():
             props = {k: v for k, v in props.items() if v is not None}
         self._props: dict[str, bytes] = props  # type: ignore[assignment]
-        self._reconsume_extra = 0
+        self._reconsume_extra = max(earlier_deliveries, 0)
 
     @property
     def topic(self) -> str:

@@ -69,6 +69,12 @@ class SendBack:
             log.warning("send-back of %s failed (%s); consuming it again locally", message.id, exc)
             return False
 
+    def dead_letter(self, message: ReceivedMessage) -> None:
+        """Move ``message`` to ``%DLQ%<group>`` now, returning once Kafka acknowledged it;
+        raises ``AdapterError`` or ``KafkaException`` otherwise (the 5.x ``SimpleConsumer``
+        decides itself when a message has had its attempts)."""
+        self._send_dead_letter(self._client(), message)
+
     def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from adapter.exceptions import KafkaUnavailableError
@@ -101,6 +101,13 @@ def consumer(
     conf: Mapping[str, Any], log: LibrdkafkaLog | None = None, *, announce: bool = False
 ) -> Consumer:
     return Consumer(_conf(conf, log or LibrdkafkaLog(announce=announce)))
+
+
+def share_consumer(
+    conf: Mapping[str, Any], log: LibrdkafkaLog | None = None, *, announce: bool = False
+) -> ShareConsumer:
+    """A member of a share group (KIP-932), as the 5.x ``SimpleConsumer`` uses them."""
+    return ShareConsumer(_conf(conf, log or LibrdkafkaLog(announce=announce)))
 
 
 def admin(

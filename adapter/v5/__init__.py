@@ -1,29 +1,40 @@
 """The 5.x drop-in surface: ``adapter.v5`` replaces ``rocketmq`` (rocketmq-python-client 5.1).
 
-Reproduces the producer side of ``rocketmq``'s public names, with the same constructors,
+Reproduces ``rocketmq``'s producer and consumer public names, with the same constructors,
 properties, enum members and return types: ``Producer``, ``Transaction``,
-``TransactionChecker``, ``TransactionResolution``, ``Message``, ``SendReceipt``,
+``TransactionChecker``, ``TransactionResolution``, ``SimpleConsumer`` (on a Kafka share
+group), ``PushConsumer``, ``MessageListener`` and ``ConsumeResult`` (on the 2.0 consumer's
+core), ``FilterExpression``, ``FilterType``, ``Message``, ``SendReceipt``,
 ``ClientConfiguration`` and ``Credentials``; the exceptions are in :mod:`adapter.v5.exception`
 (``rocketmq.v5.exception``). Endpoints are Kafka bootstrap servers. Underneath are the 2.0
 client's send core and transactional producer, so messages and transactions of both clients
 share one wire format, one set of system topics and one coordinator.
 
-Known gaps: no ``SimpleConsumer``, ``PushConsumer``, ``MessageListener``, ``FilterExpression``
-or lite clients yet (the 2.0 ``adapter.client.PushConsumer`` reads what this producer sends);
-no timer messages (``delivery_timestamp``) or ``recall_message``; no namespaces. Each module
-lists its own differences.
+Known gaps: no lite clients; no timer messages
+(``delivery_timestamp``) or ``recall_message``; no namespaces. Each module lists its own
+differences.
 """
 
 from __future__ import annotations
 
 from adapter.v5.client_configuration import ClientConfiguration, Credentials
+from adapter.v5.filter_expression import FilterExpression, FilterType
 from adapter.v5.message import Message
+from adapter.v5.message_listener import ConsumeResult, MessageListener
 from adapter.v5.producer import Producer
+from adapter.v5.push_consumer import PushConsumer
 from adapter.v5.send_receipt import SendReceipt
+from adapter.v5.simple_consumer import SimpleConsumer
 from adapter.v5.transaction import Transaction, TransactionChecker, TransactionResolution
 
 __all__ = [
     "Producer",
+    "SimpleConsumer",
+    "PushConsumer",
+    "MessageListener",
+    "ConsumeResult",
+    "FilterExpression",
+    "FilterType",
     "TransactionChecker",
     "Transaction",
     "TransactionResolution",

@@ -75,6 +75,7 @@ class Message:
         "_born_host",
         "_store_timestamp",
         "_delivery_attempt",
+        "_receipt_handle",
     )
 
     def __init__(self) -> None:
@@ -91,6 +92,7 @@ class Message:
         self._born_host: str | None = None
         self._store_timestamp: int | None = None
         self._delivery_attempt: int | None = None
+        self._receipt_handle: str | None = None
 
     # -- what the application sets ------------------------------------------------------------
 
@@ -221,6 +223,15 @@ class Message:
         return self._delivery_attempt
 
     @property
+    def receipt_handle(self) -> str | None:
+        """The handle ``ack`` and ``change_invisible_duration`` name this delivery by."""
+        return self._receipt_handle
+
+    @receipt_handle.setter
+    def receipt_handle(self, receipt_handle: str | None) -> None:
+        self._receipt_handle = receipt_handle
+
+    @property
     def namespace(self) -> str:
         return ""
 
@@ -307,10 +318,18 @@ class Message:
         return out
 
     @classmethod
-    def from_received(cls, received: wire.ReceivedMessage) -> Message:
+    def from_received(
+        cls,
+        received: wire.ReceivedMessage,
+        *,
+        delivery_attempt: int | None = None,
+        receipt_handle: str | None = None,
+    ) -> Message:
         """The 5.x view of a consumed (or checked) 2.0 message: system properties become
         fields, the rest stay user properties."""
         message = cls()
+        message._delivery_attempt = delivery_attempt
+        message._receipt_handle = receipt_handle
         message._topic = received.topic
         message._body = received.body
         message._message_id = received.id

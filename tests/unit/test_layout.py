@@ -2,7 +2,8 @@
 
 Layers, lowest first: the core modules (``adapter/*.py``), ``wire`` (records and codec),
 ``kafka`` (shared plumbing), then the parts (``schedule``, ``producer``, ``consumer``,
-``transaction``), then ``ops``. A module imports only from its own part and lower layers;
+``transaction``), then ``ops`` and ``v5`` (the 5.x surface, over the producer, consumer and
+transaction parts). A module imports only from its own part and lower layers;
 the pure envelopes of ``schedule`` are the one shared piece the producers and consumers use.
 """
 
@@ -39,7 +40,8 @@ ALLOWED: dict[str, set[str]] = {
         "spark",
     },
     "spark": {"core", "wire", "spark"},
-    "v5": {"core", "wire", "kafka", "producer", "transaction", "v5"},
+    # The 5.x consumers sit on the 2.0 consumer's parts (the dead-letter send-back).
+    "v5": {"core", "wire", "kafka", "producer", "consumer", "transaction", "v5"},
 }
 
 

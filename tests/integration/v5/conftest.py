@@ -1,12 +1,21 @@
-"""Factories for the 5.x client's integration tests: a started ``adapter.v5.Producer``."""
+"""Factories for the 5.x client's integration tests: a started ``adapter.v5.Producer`` and
+``SimpleConsumer``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
-from adapter.v5 import ClientConfiguration, Credentials, Producer, TransactionChecker
+from adapter.v5 import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Producer,
+    SimpleConsumer,
+    TransactionChecker,
+)
 
 MakeV5Producer = Callable[..., Producer]
 
@@ -28,3 +37,34 @@ def make_v5_producer(system_topics: str) -> Iterator[MakeV5Producer]:
     for producer in producers:
         if producer.is_running:
             producer.shutdown()
+
+
+MakeSimpleConsumer = Callable[..., SimpleConsumer]
+LOCK_S = 15
+"""The shortest share group lock a Kafka 4.3 broker allows: invisible durations up to 12 s."""
+
+
+@pytest.fixture
+def make_simple_consumer(system_topics: str) -> Iterator[MakeSimpleConsumer]:
+    """Factory: ``make_simple_consumer(group, {topic: FilterExpression(...)}, **extensions)``,
+    a started 5.x ``SimpleConsumer`` on the test broker (share group lock 15 s, long polling
+    2 s), shut down after the test unless the test did."""
+    consumers: list[SimpleConsumer] = []
+
+    def make(
+        group: str,
+        subscription: dict[str, FilterExpression],
+        await_duration: float = 2,
+        **extensions: Any,
+    ) -> SimpleConsumer:
+        config = ClientConfiguration(system_topics, Credentials())
+        extensions.setdefault("lock_duration", LOCK_S)
+        consumer = SimpleConsumer(config, group, subscription, await_duration, **extensions)
+        consumer.startup()
+        consumers.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in consumers:
+        if consumer.is_running:
+            consumer.shutdown()

@@ -1,5 +1,5 @@
-"""The 5.x client's own producer examples run on Kafka with only their import and endpoints
-changed (``examples/``, ported from apache/rocketmq-clients ``python/example/``)."""
+"""The 5.x client's own producer and simple consumer examples run on Kafka with only their import
+and endpoints changed (``examples/``, ported from apache/rocketmq-clients ``python/example/``)."""
 
 from __future__ import annotations
 
@@ -168,3 +168,21 @@ def test_the_transaction_producer_example_is_committed_by_its_own_checker(
     assert record.value() == b"hello, rocketmq."
     assert headers[prop.TAGS] == b"rocketmq-send-transaction-message"
     assert headers[prop.TRANSACTION_CHECK_TIMES] == b"1"
+
+
+def test_the_async_simple_consumer_example_receives_and_acks_what_is_sent(
+    example_topic: str, make_v5_producer, tmp_path
+) -> None:
+    from adapter.v5 import Message
+
+    example = Example("async_simple_consumer_example.py", example_topic, tmp_path)
+    message = Message()
+    message.topic = TOPIC
+    message.body = b"hello, simple consumer."
+    try:
+        sent = make_v5_producer().send(message)
+        example.printed(f"ack message:{sent.message_id}.", timeout=60)
+    finally:
+        example.process.kill()  # it receives forever, as upstream's does
+        example.process.wait(10)
+    assert "exception" not in "".join(example.lines)

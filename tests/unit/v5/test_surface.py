@@ -64,7 +64,49 @@ FIVE_X = {
         {"credentials", "namespace", "request_timeout"},
     ),
     "Credentials": ("(ak='', sk='')", {"ak", "sk"}),
+    "FilterExpression": (
+        "(expression='*', filter_type=<FilterType.TAG: 1>)",
+        {"expression", "filter_type", "TAG_EXPRESSION_SUB_ALL"},
+    ),
 }
+SIMPLE_CONSUMER = (
+    "(client_configuration, consumer_group, subscription=None, await_duration=20, "
+    "tls_enable=False)",
+    {
+        "startup",
+        "shutdown",
+        "subscribe",
+        "unsubscribe",
+        "receive",
+        "receive_async",
+        "ack",
+        "ack_async",
+        "change_invisible_duration",
+        "change_invisible_duration_async",
+        "consumer_group",
+        "await_duration",
+        "is_running",
+        "client_id",
+        "client_configuration",
+    },
+)
+
+
+PUSH_CONSUMER = (
+    "(client_configuration, consumer_group, message_listener, subscription, "
+    "max_cache_message_count=1024, max_cache_message_size=67108864, "
+    "consumption_thread_count=20, tls_enable=False)",
+    {
+        "startup",
+        "shutdown",
+        "subscribe",
+        "unsubscribe",
+        "consumer_group",
+        "is_running",
+        "client_id",
+        "fifo",
+    },
+)
 
 
 def without_annotations(obj: type) -> str:
@@ -75,12 +117,50 @@ def without_annotations(obj: type) -> str:
     return str(signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty))
 
 
-def test_the_package_exports_the_5x_producer_names() -> None:
+def test_the_package_exports_the_5x_producer_and_simple_consumer_names() -> None:
     assert set(adapter.v5.__all__) == {
         *FIVE_X,
+        "SimpleConsumer",
+        "PushConsumer",
+        "MessageListener",
+        "ConsumeResult",
+        "FilterType",
         "TransactionChecker",
         "TransactionResolution",
     }
+
+
+def test_the_simple_consumer_has_the_5x_parameters_then_keyword_only_extensions() -> None:
+    parameters, attributes = SIMPLE_CONSUMER
+    signature = inspect.signature(adapter.v5.SimpleConsumer)
+    positional = [
+        p.replace(annotation=inspect.Parameter.empty)
+        for p in signature.parameters.values()
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY
+    ]
+    assert str(inspect.Signature(positional)) == parameters
+    assert attributes <= {a for a in dir(adapter.v5.SimpleConsumer) if not a.startswith("_")}
+
+
+def test_the_push_consumer_has_the_5x_parameters_then_keyword_only_extensions() -> None:
+    parameters, attributes = PUSH_CONSUMER
+    signature = inspect.signature(adapter.v5.PushConsumer)
+    positional = [
+        p.replace(annotation=inspect.Parameter.empty)
+        for p in signature.parameters.values()
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY
+    ]
+    assert str(inspect.Signature(positional)) == parameters
+    assert attributes <= {a for a in dir(adapter.v5.PushConsumer) if not a.startswith("_")}
+
+
+def test_the_listener_is_an_abstract_class_with_consume_and_the_results_are_5x_s() -> None:
+    assert inspect.isabstract(adapter.v5.MessageListener)
+    assert list(inspect.signature(adapter.v5.MessageListener.consume).parameters) == [
+        "self",
+        "message",
+    ]
+    assert {r.name: r.value for r in adapter.v5.ConsumeResult} == {"SUCCESS": 0, "FAILURE": 1}
 
 
 @pytest.mark.parametrize("name", sorted(FIVE_X))

@@ -1,0 +1,348 @@
+"""The pool of share consumers behind one ``SimpleConsumer``: receive, ack, release, dead letters.
+
+Reproduces the proxy's side of 5.x pop consumption on a Kafka share group: ``receive`` hands
+out up to a count of messages, each invisible for its own duration
+(:mod:`adapter.v5.invisibility` keeps the deadlines under Kafka's lock); ``ack`` ACCEPTs the
+record and commits at once; a reaper thread RELEASEs each record whose invisible duration
+ended, at that moment (Kafka then hands it out again with its delivery count + 1); a record
+delivered past the group's max attempts is copied to ``%DLQ%<group>`` with the 2.0 consumer's
+send-back (:class:`~adapter.consumer.send_back.SendBack`) and then ACCEPTed; a record whose
+tag the subscription does not take is ACCEPTed unseen.
+
+librdkafka refuses a poll while a record of the previous poll is unacknowledged, so each
+member (:class:`~adapter.v5.share_group.Member`) polls only when it holds nothing, and the
+pool opens another member (up to ``max_consumers``) while the others hold records.
+
+Known gaps: a member that joins the group gets its first records a few seconds after it
+subscribes (the share group's assignment); a dead letter Kafka refuses is tried again every
+half second, and is lost to the broker's delivery count limit if Kafka refuses it until the
+lock ends (logged as an error each time).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException
+from confluent_kafka import Message as KafkaRecord
+
+from adapter import naming
+from adapter import properties as prop
+from adapter.clock import Clock
+from adapter.config import KafkaSettings
+from adapter.consumer.send_back import SendBack
+from adapter.exceptions import AdapterError
+from adapter.message import ReceivedMessage
+from adapter.tags import TagFilter
+from adapter.v5.exception import (
+    BadRequestException,
+    ClientException,
+    IllegalStateException,
+    InternalErrorException,
+    NotFoundException,
+    translate,
+)
+from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, InvisibilityBook, Lease
+from adapter.v5.message import Message
+from adapter.v5.share_group import ACCEPT, RELEASE, Member
+
+__all__ = ["Fetched", "SharePool"]
+
+log = logging.getLogger("adapter.v5")
+
+POLL_SLICE_S = 1.0
+CONSUMER_GROUP_NOT_FOUND = 40403
+"""The 5.x protocol's ``Code.CONSUMER_GROUP_NOT_FOUND``."""
+_LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
+
+Filters = Callable[[], Mapping[str, TagFilter]]
+"""The current subscriptions: Kafka topic name -> tag filter."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A record a member holds, with the 2.0 view of it and Kafka's delivery count."""
+
+    record: KafkaRecord
+    received: ReceivedMessage
+    attempt: int
+
+
+def received(record: KafkaRecord, attempt: int) -> ReceivedMessage:
+    """The 2.0 view of a share group's record (headers -> properties), as the 2.0 consumer
+    builds it; earlier deliveries count as reconsume times."""
+    ts_type, ts = record.timestamp()
+    kafka_topic = str(record.topic())
+    return ReceivedMessage(
+        topic=naming.decode(kafka_topic),
+        kafka_topic=kafka_topic,
+        body=record.value(),
+        queue_id=int(record.partition() or 0),
+        queue_offset=int(record.offset() or 0),
+        timestamp=ts,
+        append_time=ts_type == TIMESTAMP_LOG_APPEND_TIME,
+        headers=record.headers(),  # type: ignore[arg-type]
+        earlier_deliveries=attempt - 1,
+    )
+
+
+class SharePool:
+    """Members, the invisibility book, the reaper and the dead letters of one consumer."""
+
+    def __init__(
+        self,
+        *,
+        kafka: KafkaSettings,
+        group: str,
+        client_id: str,
+        lock_ms: int,
+        max_attempts: int,
+        max_consumers: int,
+        send_back: SendBack,
+        filters: Filters,
+        timeout_s: float,
+        clock: Clock,
+    ) -> None:
+        self.book: InvisibilityBook[Fetched] = InvisibilityBook(lock_ms / 1000, clock)
+        self._kafka, self._group, self._client_id = kafka, group, client_id
+        self._lock_ms = lock_ms
+        self._max_attempts = max_attempts
+        self._max_consumers = max(1, max_consumers)
+        self._send_back = send_back
+        self._filters = filters
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._members: dict[int, Member] = {}
+        self._dead: dict[int, list[Fetched]] = {}
+        self._stopping = threading.Event()
+        self._closing = threading.Event()
+        self._reaper = threading.Thread(target=self._reap, name=f"reap-{group}", daemon=True)
+        self._reaper.start()
+
+    # -- what the consumer asks -----------------------------------------------------------------
+
+    def receive(self, max_count: int, invisible_s: float, await_s: float) -> list[Message]:
+        """Waiting records first; else polls (a free member) until ``await_s`` has passed, at
+        least once."""
+        deadline = self._clock.monotonic() + await_s
+        polled = False
+        while not self._closing.is_set():
+            with self._lock:
+                leases = self.book.hand_out(max_count, invisible_s)
+                if leases:
+                    self._wake.notify_all()
+            if leases:
+                return [_message(lease) for lease in leases]
+            remaining = deadline - self._clock.monotonic()
+            if remaining <= 0 and polled:
+                return []
+            member = self._free_member()
+            if member is None:
+                if remaining <= 0:
+                    return []
+                with self._wake:
+                    self._wake.wait(min(remaining, 0.1))
+                continue
+            polled = True
+            try:
+                self._poll(member, max(0.0, min(remaining, POLL_SLICE_S)))
+            finally:
+                with self._lock:
+                    member.polling = False
+            if member.fatal is not None:
+                raise _fatal(member.fatal, self._group)
+        return []
+
+    def ack(self, message: Message) -> None:
+        with self._lock:
+            lease = self.book.settle(message.receipt_handle)
+            member = self._members.get(lease.member)  # type: ignore[call-overload]
+        if member is None:
+            raise IllegalStateException("unable to ack message: the consumer has shut down")
+        refused = member.settle([(lease.record.record, ACCEPT)], self._timeout_s)
+        if not refused:
+            return
+        failure = next(iter(refused.values()))
+        error = failure.args[0] if failure.args else None
+        if isinstance(error, KafkaError) and error.code() in _LOCK_LOST:
+            raise BadRequestException(
+                f"ack of {message.message_id} refused by Kafka: its lock ended before the ack "
+                f"arrived ({error.str()}); it will be delivered again",
+                INVALID_RECEIPT_HANDLE,
+            )
+        raise translate(failure, f"ack message {message.message_id}") from failure
+
+    def change(self, message: Message, invisible_s: float) -> None:
+        with self._lock:
+            self.book.change(message.receipt_handle, invisible_s)
+            self._wake.notify_all()
+
+    def close(self) -> None:
+        """Wait until every handed-out record is acked or released (at most a lock: closing
+        a member earlier would let Kafka redeliver its records early), then close."""
+        self._closing.set()
+        with self._wake:
+            limit = self._clock.monotonic() + self.book.lock_s
+            while self._handed_out() and self._clock.monotonic() < limit:
+                self._wake.wait(0.1)
+        self._stopping.set()
+        with self._wake:
+            self._wake.notify_all()
+        self._reaper.join(10)
+        for member in list(self._members.values()):
+            member.close()
+        self._members.clear()
+
+    # -- members --------------------------------------------------------------------------------
+
+    def _handed_out(self) -> bool:
+        return self.book.handed_out() > 0
+
+    def _free_member(self) -> Member | None:
+        """A member that holds nothing and is not polling (a new one if the pool allows)."""
+        with self._lock:
+            for member in self._members.values():
+                busy = member.polling or self._dead.get(member.index)
+                if not busy and not self.book.holds(member.index):
+                    member.polling = True
+                    return member
+            if len(self._members) >= self._max_consumers:
+                return None
+            index = len(self._members)
+            member = Member(
+                index, self._kafka, self._group, self._client_id, list(self._filters()),
+                lock_ms=self._lock_ms, clock=self._clock,
+            )  # fmt: skip
+            member.polling = True
+            self._members[index] = member
+        log.info("group %s: share consumer %d opened", self._group, index)
+        return member
+
+    def _poll(self, member: Member, timeout_s: float) -> None:
+        filters = dict(self._filters())
+        records, locked_since = member.poll(timeout_s, list(filters))
+        keep: list[tuple[str, Fetched]] = []
+        settle, dead = [], []
+        for record in records:
+            attempt = int(record.delivery_count() or 1)
+            fetched = Fetched(record, received(record, attempt), attempt)
+            tag_filter = filters.get(str(record.topic()))
+            if tag_filter is None:  # unsubscribed meanwhile: for the group's other consumers
+                settle.append((record, RELEASE))
+            elif attempt > self._max_attempts:
+                # Dead-lettered as its last failed delivery, as the 2.0 send-back does.
+                dead.append(Fetched(record, received(record, attempt - 1), attempt))
+            elif not tag_filter.matches(fetched.received.properties.get(prop.TAGS)):
+                settle.append((record, ACCEPT))  # filtered out: consumed, as RocketMQ skips it
+            else:
+                keep.append((f"{record.topic()}:{record.partition()}:{record.offset()}", fetched))
+        with self._lock:
+            self.book.fetched(member.index, keep, locked_since)
+            if dead:
+                self._dead[member.index] = dead
+        if dead:
+            self._dead_letters(member)
+        if settle:
+            member.settle(settle, self._timeout_s)
+
+    def _dead_letters(self, member: Member) -> None:
+        """Copy the member's over-the-limit records to ``%DLQ%<group>``, then accept them; one
+        Kafka refuses stays held (the member polls no more) and is tried again by the reaper.
+        The caller has marked the member as polling, so no one else works on it."""
+        with self._lock:
+            dead = list(self._dead.get(member.index, []))
+        done = []
+        for fetched in dead:
+            try:
+                self._send_back.dead_letter(fetched.received)
+            except (AdapterError, KafkaException, IllegalStateException) as exc:
+                log.error(
+                    "group %s: could not move %s to the dead-letter topic (%s); trying again",
+                    self._group, fetched.received.id, exc,
+                )  # fmt: skip
+                continue
+            member.settle([(fetched.record, ACCEPT)], self._timeout_s)
+            done.append(fetched)
+            log.warning(
+                "group %s: message %s delivered %d times; moved to %s",
+                self._group, fetched.received.id, fetched.attempt - 1,
+                naming.dlq_topic(self._group), extra={"group": self._group},
+            )  # fmt: skip
+        with self._lock:
+            left = [f for f in self._dead.pop(member.index, []) if f not in done]
+            if left:
+                self._dead[member.index] = left
+
+    def _reap(self) -> None:
+        """Release every record whose invisible duration ended (and waiting ones whose lock
+        is ending) when it is due; retry dead letters Kafka refused. A failure is logged and
+        the next turn tries again (Kafka's lock is the backstop: it ends later)."""
+        while not self._stopping.is_set():
+            try:
+                self._reap_once()
+            except Exception:
+                log.exception("group %s: releasing messages failed", self._group)
+                self._stopping.wait(1.0)
+
+    def _reap_once(self) -> None:
+        with self._lock:
+            due = self.book.due()
+            nearest = self.book.next_due()
+            dead = [
+                self._members[i] for i, left in self._dead.items() if left and not
+                self._members[i].polling
+            ]  # fmt: skip
+            for member in dead:
+                member.polling = True
+        by_member: dict[Any, list[Any]] = {}
+        for lease in due:
+            by_member.setdefault(lease.member, []).append((lease.record.record, RELEASE))
+            if not lease.handed_out:
+                log.debug(
+                    "group %s: record %s released unseen (its lock is ending)",
+                    self._group, lease.handle,
+                )  # fmt: skip
+            else:
+                log.info(
+                    "group %s: message %s not acked within its invisible duration; "
+                    "back to the group",
+                    self._group, lease.record.received.id,
+                    extra={"group": self._group, "attempt": lease.record.attempt},
+                )  # fmt: skip
+        for index, records in by_member.items():
+            self._members[index].settle(records, self._timeout_s)
+        for member in dead:
+            try:
+                self._dead_letters(member)
+            finally:
+                with self._lock:
+                    member.polling = False
+        with self._wake:
+            if due:
+                self._wake.notify_all()
+            wait = 0.5 if nearest is None else nearest - self._clock.monotonic()
+            if wait > 0 and not self._stopping.is_set():
+                self._wake.wait(min(wait, 0.5))
+
+
+def _fatal(error: KafkaError, group: str) -> ClientException:
+    """What a share consumer's fatal error means to the application."""
+    text = f"the share consumer of group {group!r} failed for good: {error.str()}"
+    if error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+        return NotFoundException(
+            f"{text} (is {group!r} also a Kafka consumer group's name?)", CONSUMER_GROUP_NOT_FOUND
+        )
+    return InternalErrorException(text, 50000)
+
+
+def _message(lease: Lease[Fetched]) -> Message:
+    fetched = lease.record
+    return Message.from_received(
+        fetched.received, delivery_attempt=fetched.attempt, receipt_handle=lease.handle
+    )

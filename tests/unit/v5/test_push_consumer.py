@@ -1,0 +1,75 @@
+"""What a 5.x ``PushConsumer`` refuses before it reaches Kafka, and how a listener's answer
+becomes the 2.0 core's status."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapter.consumer.dispatch import ConsumeStatus
+from adapter.v5 import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    FilterType,
+    MessageListener,
+    PushConsumer,
+)
+from adapter.v5.exception import (
+    BadRequestException,
+    IllegalArgumentException,
+    UnsupportedException,
+)
+from adapter.v5.message_listener import as_status
+
+pytestmark = pytest.mark.timeout(30)
+
+CONFIG = ClientConfiguration("127.0.0.1:9", Credentials())
+
+
+class Accepting(MessageListener):
+    def consume(self, message: object) -> ConsumeResult:
+        return ConsumeResult.SUCCESS
+
+
+def test_only_success_consumes_a_message() -> None:
+    assert as_status(ConsumeResult.SUCCESS) is ConsumeStatus.CONSUME_SUCCESS
+    assert as_status(ConsumeResult.FAILURE) is ConsumeStatus.RECONSUME_LATER
+    assert as_status(None) is ConsumeStatus.RECONSUME_LATER
+    assert as_status(True) is ConsumeStatus.RECONSUME_LATER
+
+
+def test_a_listener_and_a_subscription_are_required_as_in_5x() -> None:
+    with pytest.raises(IllegalArgumentException, match="message_listener"):
+        PushConsumer(CONFIG, "GID_a", None, {"T": FilterExpression()})  # type: ignore[arg-type]
+    with pytest.raises(IllegalArgumentException, match="subscription"):
+        PushConsumer(CONFIG, "GID_a", Accepting(), {})
+
+
+def test_sql92_is_refused_naming_the_feature() -> None:
+    with pytest.raises(UnsupportedException, match="SQL92"):
+        PushConsumer(CONFIG, "GID_a", Accepting(), {"T": FilterExpression("a > 1", FilterType.SQL)})
+
+
+def test_a_malformed_tag_expression_is_refused() -> None:
+    with pytest.raises(BadRequestException):
+        PushConsumer(CONFIG, "GID_a", Accepting(), {"T": FilterExpression("A | B")})
+
+
+def test_a_bad_topic_name_is_refused() -> None:
+    with pytest.raises(IllegalArgumentException, match="cannot subscribe"):
+        PushConsumer(CONFIG, "GID_a", Accepting(), {"bad topic!": FilterExpression()})
+
+
+def test_max_delivery_attempts_must_be_one_or_more() -> None:
+    with pytest.raises(IllegalArgumentException, match="max_delivery_attempts"):
+        PushConsumer(
+            CONFIG, "GID_a", Accepting(), {"T": FilterExpression()}, max_delivery_attempts=0
+        )
+
+
+def test_shutdown_of_a_consumer_that_never_started_only_warns_as_in_5x(caplog) -> None:
+    consumer = PushConsumer(CONFIG, "GID_a", Accepting(), {"T": FilterExpression()})
+    consumer.shutdown()
+    assert not consumer.is_running
+    assert "is not running, can't shutdown" in caplog.text
