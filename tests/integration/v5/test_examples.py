@@ -1,4 +1,4 @@
-"""The 5.x client's own producer and simple consumer examples run on Kafka with only their import
+"""The 5.x client's own producer and consumer examples run on Kafka with only their import
 and endpoints changed (``examples/``, ported from apache/rocketmq-clients ``python/example/``)."""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter import properties as prop
+from adapter.delay import DelayLevels
 from adapter.kafka import clients
+from adapter.routing import queue_for_sharding_key
 from tests.brokers import ROOT
-from tests.support import unique, wait_until
+from tests.support import init_system_topics, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -186,3 +188,39 @@ def test_the_async_simple_consumer_example_receives_and_acks_what_is_sent(
         example.process.kill()  # it receives forever, as upstream's does
         example.process.wait(10)
     assert "exception" not in "".join(example.lines)
+
+
+def test_the_fifo_producer_example_sends_its_message_in_its_group_s_queue(
+    example_topic: str, admin: AdminClient, tmp_path
+) -> None:
+    ensure_topic(admin, "fifo-topic")
+    example = Example("fifo_producer_example.py", example_topic, tmp_path)
+    [sent] = example.printed("send message success")
+    example.finish()
+
+    message_id = MESSAGE_ID.search(sent).group(1)  # type: ignore[union-attr]
+    [record] = records_with_ids(example_topic, "fifo-topic", {message_id})
+    assert dict(record.headers())[prop.SHARDING_KEY] == b"your-message-group0"
+    assert record.partition() == queue_for_sharding_key("your-message-group0", 4)
+
+
+def test_the_push_consumer_example_consumes_what_is_sent(own_kafka, tmp_path) -> None:
+    """On a broker of its own: the simple consumer example's share group is also named
+    "consumer-group", and Kafka keeps share and consumer group names in one namespace."""
+    from adapter.v5 import ClientConfiguration, Credentials, Message, Producer
+
+    bootstrap = own_kafka.bootstrap
+    init_system_topics(bootstrap, DelayLevels.parse())
+    ensure_topic(clients.admin({"bootstrap.servers": bootstrap}), TOPIC)
+    example = Example("push_consumer_example.py", bootstrap, tmp_path)
+    producer = Producer(ClientConfiguration(bootstrap, Credentials()), (TOPIC,))
+    producer.startup()
+    try:
+        message = Message()
+        message.topic, message.body = TOPIC, b"hello, push consumer."
+        sent = producer.send(message)
+        example.printed(f"consume message, topic:{TOPIC}, message_id: {sent.message_id}.")
+    finally:
+        producer.shutdown()
+    example.press_enter()
+    example.finish()  # upstream's example leaves without shutdown(): the process must still end
