@@ -8,7 +8,9 @@ Two pieces, composed by the schedule forwarder and the transaction coordinator:
   under a watchdog, and replaces it when it cannot go on;
 - :class:`ExactlyOnceWorker` runs turns until stopped (or, in burst mode, until idle). A failed
   turn is logged once per change of failure (then summed up every 30 s) and retried after a
-  second; only a fenced worker, or one Kafka refuses for good, stops, with a clear reason.
+  second; after 10 s of failed turns the consumer is replaced too, and rejoins the group with
+  its partitions restored from the committed positions; only a fenced worker, or one Kafka
+  refuses for good, stops, with a clear reason.
 
 Known gaps: a call abandoned by the watchdog keeps its thread until librdkafka returns.
 """
@@ -34,6 +36,8 @@ from adapter.logs import RepeatLimiter, shape
 C = TypeVar("C", bound=WorkerConfig)
 
 FAILURE_SUMMARY_S = 30.0
+CONSUMER_RESET_S = 10.0
+"""Seconds of failed turns after which a worker replaces its consumer."""
 
 __all__ = ["AnyWorker", "ExactlyOnceWorker", "FailureLog", "Fenced", "Stuck", "parked_headers"]
 
@@ -118,6 +122,9 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         )
         self.failures = FailureLog(self.log, clock)
         self._consumer_errors = RepeatLimiter(FAILURE_SUMMARY_S, clock.monotonic)
+        self._failing_since: float | None = None
+        """Monotonic time the current run of failed turns began (or the consumer was last
+        replaced during it); ``None`` while turns succeed."""
         self.last_turn_at: float | None = None
         """Monotonic time the last turn ended, failed or not (the loop is alive)."""
         self.assigned_once = False
@@ -166,8 +173,10 @@ class ExactlyOnceWorker(ABC, Generic[C]):
                 except (KafkaException, AdapterError) as exc:
                     self.failures.failed(f"{self.name} turn (Kafka at {self.bootstrap})", exc)
                     self.last_turn_at = self.clock.monotonic()
+                    self._distrust_a_failing_consumer()
                     self._stopping.wait(1.0)
                     continue
+                self._failing_since = None
                 self.last_turn_at = self.clock.monotonic()
                 if self.failures.failing:
                     self.failures.succeeded(f"{self.name} turn (Kafka at {self.bootstrap})")
@@ -195,6 +204,35 @@ class ExactlyOnceWorker(ABC, Generic[C]):
                 return moved
             if SYSTEM_CLOCK.monotonic() > deadline:
                 raise AdapterError(f"the {self.name} was not idle within {timeout_s:g} s")
+
+    def _distrust_a_failing_consumer(self) -> None:
+        """After ``CONSUMER_RESET_S`` of failed turns the consumer is closed and the next turn
+        starts a new one, which rejoins the group and restores its partitions from the
+        committed positions, as a restarted process would. A consumer that went through a
+        broker restart was seen to time out in ``committed()`` for minutes while a new one
+        worked at once; the producer is likewise dropped after a timeout (``Transactor``)."""
+        now = self.clock.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+            return
+        consumer = self._consumer
+        if consumer is None or now - self._failing_since < CONSUMER_RESET_S:
+            return
+        self.log.info(
+            "dropping the consumer after %.0f s of failed turns; a new one rejoins the group",
+            now - self._failing_since,
+        )
+        self._consumer = None
+        self._failing_since = now
+        self.forget_partitions()
+        try:
+            self.tx.call("consumer close", consumer.close, 10)
+        except (Stuck, KafkaException) as exc:
+            self.log.info("the dropped consumer did not close cleanly: %s", exc)
+
+    def forget_partitions(self) -> None:
+        """Drop what is held for every owned partition (the consumer is being replaced: its
+        partitions are restored from the committed positions once assigned again)."""
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop, in this order: no new turn starts; the turn in hand finishes and commits its

@@ -373,6 +373,9 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._forget(partitions, "lost", logging.WARNING)
 
+    def forget_partitions(self) -> None:
+        self._forget([TopicPartition(SCHEDULE, p) for p in sorted(self._assigned)], "dropped")
+
     def _forget(
         self, partitions: list[TopicPartition], how: str, level: int = logging.INFO
     ) -> None:

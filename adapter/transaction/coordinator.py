@@ -352,6 +352,10 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
         self._forget(partitions, "lost")
 
+    def forget_partitions(self) -> None:
+        owned = set(self._states) | set(self._to_restore)
+        self._forget([TopicPartition(HALF, p) for p in sorted(owned)], "dropped")
+
     def _forget(self, partitions: list[TopicPartition], how: str) -> None:
         gone = sorted({tp.partition for tp in partitions if tp.topic == HALF})
         for p in gone:
