@@ -98,7 +98,8 @@ def test_a_committed_message_reaches_its_topic_once_with_its_properties(
     assert props[prop.TRANSACTION_ID].decode() == result.msg_id
     assert (props[prop.KEYS], props[prop.TAGS], props["shop"]) == (b"order-1", b"paid", b"north")
     assert prop.TRANSACTION_CHECK_TIMES not in props, "committed without a check"
-    assert coordinator.metrics.commits._value.get() >= 1
+    # the producer's group commit made it visible; the coordinator records it when it reads it
+    wait_until(lambda: coordinator.metrics.commits._value.get() >= 1, timeout=30, what="the record")
 
 
 def test_a_rolled_back_message_is_never_visible(
@@ -205,7 +206,7 @@ def test_a_message_never_decided_is_parked_after_check_max_checks_and_can_be_res
         b"3",
     ]
     assert "checked 3 times" in (row.reason or "")
-    assert coordinator.metrics.discards._value.get() >= 1
+    wait_until(lambda: coordinator.metrics.discards._value.get() >= 1, timeout=10, what="count")
     listed = CliRunner().invoke(
         cli, ["transactions", "list", "--discarded", "--bootstrap", system_topics]
     )
@@ -323,7 +324,7 @@ def test_a_corrupt_end_record_is_parked_and_the_coordinator_goes_on(
     [record] = wait_until(parked, timeout=60, what="the corrupt END in the poison topic")
     assert headers(record)["source.topic"] == END.encode()
     assert headers(record)["reason"].startswith(b"corrupt")
-    assert coordinator.metrics.parked._value.get() >= 1
+    wait_until(lambda: coordinator.metrics.parked._value.get() >= 1, timeout=10, what="count")
 
     topic = new_topic(partitions=1)
     producer = make_transaction_producer(new_group("PG"), answers(TransactionStatus.UNKNOWN))
