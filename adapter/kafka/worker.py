@@ -8,7 +8,7 @@ Two pieces, composed by the schedule forwarder and the transaction coordinator:
   under a watchdog, and replaces it when it cannot go on;
 - :class:`ExactlyOnceWorker` runs turns until stopped (or, in burst mode, until idle). A failed
   turn is logged once per change of failure (then summed up every 30 s) and retried after a
-  second; after 10 s of failed turns the consumer is replaced too, and rejoins the group with
+  second; after 30 s of failed turns the consumer is replaced too, and rejoins the group with
   its partitions restored from the committed positions; only a fenced worker, or one Kafka
   refuses for good, stops, with a clear reason.
 
@@ -36,7 +36,7 @@ from adapter.logs import RepeatLimiter, shape
 C = TypeVar("C", bound=WorkerConfig)
 
 FAILURE_SUMMARY_S = 30.0
-CONSUMER_RESET_S = 10.0
+CONSUMER_RESET_S = 30.0
 """Seconds of failed turns after which a worker replaces its consumer."""
 
 __all__ = ["AnyWorker", "ExactlyOnceWorker", "FailureLog", "Fenced", "Stuck", "parked_headers"]
@@ -229,6 +229,11 @@ class ExactlyOnceWorker(ABC, Generic[C]):
             self.tx.call("consumer close", consumer.close, 10)
         except (Stuck, KafkaException) as exc:
             self.log.info("the dropped consumer did not close cleanly: %s", exc)
+
+    def current(self, consumer: Any) -> bool:
+        """Whether a rebalance callback comes from the worker's consumer of now, not from one
+        it replaced (still closing on another thread): only those may change its state."""
+        return consumer is self._consumer
 
     def forget_partitions(self) -> None:
         """Drop what is held for every owned partition (the consumer is being replaced: its

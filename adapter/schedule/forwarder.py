@@ -359,6 +359,8 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     # -- group membership -------------------------------------------------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if not self.current(consumer):
+            return
         # A level paused before it was lost may come back still paused in librdkafka, while
         # _forget() dropped it from _paused: nothing would ever resume it.
         if partitions:
@@ -367,11 +369,13 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self.assigned_once = True
         log.info("assigned levels %s", sorted(tp.partition + 1 for tp in partitions))
 
-    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._forget(partitions, "revoked")
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if self.current(consumer):
+            self._forget(partitions, "revoked")
 
-    def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._forget(partitions, "lost", logging.WARNING)
+    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if self.current(consumer):
+            self._forget(partitions, "lost", logging.WARNING)
 
     def forget_partitions(self) -> None:
         self._forget([TopicPartition(SCHEDULE, p) for p in sorted(self._assigned)], "dropped")

@@ -276,16 +276,22 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
 
     # -- group membership and recovery ------------------------------------------------------
 
-    def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Newly owned partitions are restored at the start of the next turn (records read
         before then are ignored, and read again after the seek to the committed positions)."""
+        if not self.current(consumer):
+            return
         self._to_restore.update(tp.partition for tp in partitions if tp.topic == HALF)
         self.assigned_once = True
 
     def _restore_pending(self) -> None:
-        """Restore the partitions waiting for it; one that fails is tried again next turn."""
-        self._restore(sorted(self._to_restore))
-        self._to_restore.clear()
+        """Restore the partitions waiting for it that the consumer holds now; one that fails,
+        or is not assigned yet, is tried again next turn."""
+        held = {tp.partition for tp in self.consumer().assignment() if tp.topic == HALF}
+        ready = sorted(self._to_restore & held)
+        if ready:
+            self._restore(ready)
+            self._to_restore.difference_update(ready)
 
     def _restore(self, partitions: list[int]) -> None:
         """Build the state of ``partitions`` from the committed positions: OP is read back to
@@ -346,11 +352,13 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             replayed += 1
         log.info("replayed %d OP records of partitions %s", replayed, sorted(starts))
 
-    def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._forget(partitions, "revoked")
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if self.current(consumer):
+            self._forget(partitions, "revoked")
 
-    def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._forget(partitions, "lost")
+    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if self.current(consumer):
+            self._forget(partitions, "lost")
 
     def forget_partitions(self) -> None:
         owned = set(self._states) | set(self._to_restore)
