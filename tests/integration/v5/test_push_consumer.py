@@ -1,7 +1,7 @@
 """The 5.x ``PushConsumer`` on a real broker, run by the 2.0 consumer's core: a message once
-with its fields, a failure delivered again with ``delivery_attempt`` + 1, the dead-letter topic
-after the last attempt, tag filters, and FIFO groups in order with a failing message holding
-back its own partition only."""
+with its fields (also one the 2.0 client sent), a failure delivered again with
+``delivery_attempt`` + 1, the dead-letter topic after the last attempt, tag filters, and FIFO
+groups in order with a failing message holding back its own partition only."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from adapter.v5 import (
     PushConsumer,
 )
 from tests.integration.v5.conftest import MakeV5Producer
-from tests.support import read_committed, wait_until
+from tests.support import read_committed, send, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -109,6 +109,27 @@ def test_a_message_is_consumed_once_with_its_5x_fields(
         {"amount": "12"},
     )
     assert got.message_id == receipt.message_id
+
+
+def test_a_message_from_the_2_0_client_arrives_with_the_same_id_tag_keys_and_properties(
+    make_producer, make_push_consumer: MakePushConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(2)
+    sent = send(make_producer(), topic, "from 2.0", tags="Paid", keys="order-9", shop="north")
+    listener = Recording()
+    make_push_consumer(new_group(), listener, {topic: EVERYTHING})
+
+    wait_until(lambda: listener.messages, timeout=60, what="the message at the 5.x consumer")
+
+    got = listener.messages[0]
+    assert (got.message_id, got.body, got.tag, got.keys) == (
+        sent.msg_id,
+        b"from 2.0",
+        "Paid",
+        {"order-9"},
+    )
+    assert got.properties == {"shop": "north"}
+    assert got.delivery_attempt == 1
 
 
 def test_a_failure_is_delivered_again_with_the_next_delivery_attempt(
