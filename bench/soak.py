@@ -54,8 +54,8 @@ from adapter.client import (
     TransactionStatus,
 )
 from adapter.delay import DelayLevels
-from adapter.kafka import clients, topics
-from bench.common import ROOT, Table, kafka, new_topic, worker_command
+from adapter.kafka import topics
+from bench.common import ROOT, Table, kafka, new_topic, reader_of_new_topic, worker_command
 
 KINDS = ("normal", "delayed", "transactional", "retried")
 GROUP = f"SoakGroup_{uuid.uuid4().hex[:6]}"
@@ -127,7 +127,6 @@ class Traffic:
         self.topics = {kind: new_topic(bootstrap, 4, f"Soak{kind.title()}") for kind in KINDS}
         self.expected: dict[str, set[str]] = {kind: set() for kind in KINDS}
         self.rolled_back: set[str] = set()
-        self.answers: dict[str, TransactionStatus] = {}
         self.accepted: Counter[str] = Counter()
         self.failed_sends = 0
         self.producer = Producer(f"SoakPID_{uuid.uuid4().hex[:6]}")
@@ -144,8 +143,8 @@ class Traffic:
 
     def check(self, msg: Any) -> TransactionStatus:
         """The application's database: an UNKNOWN answer was a commit after all."""
-        answer = self.answers.get(msg.body.decode())
-        return TransactionStatus.ROLLBACK if answer is None else TransactionStatus.COMMIT
+        committed = msg.body.decode() in self.expected["transactional"]
+        return TransactionStatus.COMMIT if committed else TransactionStatus.ROLLBACK
 
     def consume(self, msg: Any) -> ConsumeStatus:
         if msg.reconsume_times == 0:
@@ -172,7 +171,6 @@ class Traffic:
                 if answer == TransactionStatus.ROLLBACK:
                     self.rolled_back.add(body)
                 else:
-                    self.answers[body] = answer
                     self.expected[kind].add(body)
                 self.transactional.send_message_in_transaction(msg, lambda _m, _a: answer, None)
                 return
@@ -195,21 +193,13 @@ def read_ids(bootstrap: str, topic: str) -> Counter[str]:
     """Every body on ``topic`` (a RocketMQ name) that a read_committed reader sees from offset 0
     up to the last stable offset of each partition."""
     kafka_topic = naming.kafka_topic(topic)
-    consumer = clients.consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"soak-reader-{uuid.uuid4().hex[:6]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
+    consumer = reader_of_new_topic(bootstrap, topic)
     try:
-        partitions = consumer.list_topics(kafka_topic, timeout=10).topics[kafka_topic].partitions
+        partitions = [tp.partition for tp in consumer.assignment()]
         ends = {
             p: consumer.get_watermark_offsets(TopicPartition(kafka_topic, p), timeout=10)[1]
             for p in partitions
         }
-        consumer.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
         seen: Counter[str] = Counter()
         positions = dict.fromkeys(partitions, 0)
         deadline = time.monotonic() + 120

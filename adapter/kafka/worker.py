@@ -68,6 +68,11 @@ class FailureLog:
     def failing(self) -> bool:
         return self._since is not None
 
+    @property
+    def since(self) -> float | None:
+        """Monotonic time the current run of failed turns began; ``None`` while turns work."""
+        return self._since
+
     def failed(self, what: str, exc: BaseException) -> None:
         now = self._clock.monotonic()
         self._count += 1
@@ -122,9 +127,8 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         )
         self.failures = FailureLog(self.log, clock)
         self._consumer_errors = RepeatLimiter(FAILURE_SUMMARY_S, clock.monotonic)
-        self._failing_since: float | None = None
-        """Monotonic time the current run of failed turns began (or the consumer was last
-        replaced during it); ``None`` while turns succeed."""
+        self._consumer_dropped_at: float | None = None
+        """Monotonic time the worker last replaced a failing consumer."""
         self.last_turn_at: float | None = None
         """Monotonic time the last turn ended, failed or not (the loop is alive)."""
         self.assigned_once = False
@@ -176,7 +180,6 @@ class ExactlyOnceWorker(ABC, Generic[C]):
                     self._distrust_a_failing_consumer()
                     self._stopping.wait(1.0)
                     continue
-                self._failing_since = None
                 self.last_turn_at = self.clock.monotonic()
                 if self.failures.failing:
                     self.failures.succeeded(f"{self.name} turn (Kafka at {self.bootstrap})")
@@ -211,19 +214,19 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         committed positions, as a restarted process would. A consumer that went through a
         broker restart was seen to time out in ``committed()`` for minutes while a new one
         worked at once; the producer is likewise dropped after a timeout (``Transactor``)."""
-        now = self.clock.monotonic()
-        if self._failing_since is None:
-            self._failing_since = now
+        consumer, since = self._consumer, self.failures.since
+        if consumer is None or since is None:
             return
-        consumer = self._consumer
-        if consumer is None or now - self._failing_since < CONSUMER_RESET_S:
+        now = self.clock.monotonic()
+        failing_for = now - max(since, self._consumer_dropped_at or since)
+        if failing_for < CONSUMER_RESET_S:
             return
         self.log.info(
             "dropping the consumer after %.0f s of failed turns; a new one rejoins the group",
-            now - self._failing_since,
+            failing_for,
         )
         self._consumer = None
-        self._failing_since = now
+        self._consumer_dropped_at = now
         self.forget_partitions()
         try:
             self.tx.call("consumer close", consumer.close, 10)

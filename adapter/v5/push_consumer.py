@@ -91,7 +91,8 @@ class PushConsumer:
         self._configuration = client_configuration
         self._group = consumer_group
         self._listener = message_listener
-        self._subscription: dict[str, FilterExpression] = {}
+        self._subscription: dict[str, Subscription] = {}
+        """The 2.0 core's subscriptions, by RocketMQ topic (names and filters checked)."""
         self._threads = consumption_thread_count
         self._tls = tls_enable
         self._fifo = fifo
@@ -164,11 +165,12 @@ class PushConsumer:
     def _add(self, topic: str, expression: FilterExpression | None) -> None:
         expression = expression if expression is not None else FilterExpression()
         try:
-            naming.kafka_topic(topic)
+            kafka_topic = naming.kafka_topic(topic)
         except InvalidNameError as exc:
             raise IllegalArgumentException(f"cannot subscribe to {topic!r}: {exc}") from exc
-        expression.tag_filter(topic)  # refuses SQL92 and malformed tags now, not at startup
-        self._subscription[topic] = expression
+        # SQL92 and malformed tags are refused here, not at startup
+        tags = expression.tag_filter(topic)
+        self._subscription[topic] = Subscription(topic, kafka_topic, self._deliver, tags)
 
     def _restart_if_running(self) -> None:
         with self._lock:
@@ -183,12 +185,7 @@ class PushConsumer:
             naming.validate_group(self._group)
         except InvalidNameError as exc:
             raise IllegalArgumentException(f"bad consumer group {self._group!r}: {exc}") from exc
-        subscriptions = {
-            naming.kafka_topic(topic): Subscription(
-                topic, naming.kafka_topic(topic), self._deliver, expression.tag_filter(topic)
-            )
-            for topic, expression in self._subscription.items()
-        }
+        subscriptions = {sub.kafka_topic: sub for sub in self._subscription.values()}
         try:
             config = ConsumerConfig(
                 kafka_settings(self._configuration, tls=self._tls),

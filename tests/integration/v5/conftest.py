@@ -1,5 +1,5 @@
-"""Factories for the 5.x client's integration tests: a started ``adapter.v5.Producer`` and
-``SimpleConsumer``."""
+"""Factories for the 5.x client's integration tests: a started ``adapter.v5.Producer``,
+``SimpleConsumer`` and ``PushConsumer``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from adapter.v5 import (
     ClientConfiguration,
     Credentials,
     FilterExpression,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
     TransactionChecker,
 )
@@ -60,6 +62,34 @@ def make_simple_consumer(system_topics: str) -> Iterator[MakeSimpleConsumer]:
         config = ClientConfiguration(system_topics, Credentials())
         extensions.setdefault("lock_duration", LOCK_S)
         consumer = SimpleConsumer(config, group, subscription, await_duration, **extensions)
+        consumer.startup()
+        consumers.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in consumers:
+        if consumer.is_running:
+            consumer.shutdown()
+
+
+MakePushConsumer = Callable[..., PushConsumer]
+
+
+@pytest.fixture
+def make_push_consumer(system_topics: str) -> Iterator[MakePushConsumer]:
+    """Factory: ``make_push_consumer(group, listener, {topic: FilterExpression(...)},
+    **extensions)``, a started 5.x ``PushConsumer`` on the test broker, shut down after the
+    test unless the test did."""
+    consumers: list[PushConsumer] = []
+
+    def make(
+        group: str,
+        listener: MessageListener,
+        subscription: dict[str, FilterExpression],
+        **extensions: Any,
+    ) -> PushConsumer:
+        config = ClientConfiguration(system_topics, Credentials())
+        consumer = PushConsumer(config, group, listener, subscription, **extensions)
         consumer.startup()
         consumers.append(consumer)
         return consumer

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -15,15 +14,12 @@ from adapter import naming
 from adapter.kafka import clients
 from adapter.routing import queue_for_sharding_key
 from adapter.v5 import (
-    ClientConfiguration,
     ConsumeResult,
-    Credentials,
     FilterExpression,
     Message,
     MessageListener,
-    PushConsumer,
 )
-from tests.integration.v5.conftest import MakeV5Producer
+from tests.integration.v5.conftest import MakePushConsumer, MakeV5Producer
 from tests.support import read_committed, send, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -54,26 +50,6 @@ class Recording(MessageListener):
     def bodies(self) -> list[bytes]:
         with self.lock:
             return [body for body, _, _ in self.deliveries]
-
-
-MakePushConsumer = Callable[..., PushConsumer]
-
-
-@pytest.fixture
-def make_push_consumer(system_topics: str) -> Iterator[MakePushConsumer]:
-    consumers: list[PushConsumer] = []
-
-    def make(group: str, listener: MessageListener, subscription, **kwargs) -> PushConsumer:  # type: ignore[no-untyped-def]
-        config = ClientConfiguration(system_topics, Credentials())
-        consumer = PushConsumer(config, group, listener, subscription, **kwargs)
-        consumer.startup()
-        consumers.append(consumer)
-        return consumer
-
-    yield make
-    for consumer in consumers:
-        if consumer.is_running:
-            consumer.shutdown()
 
 
 def message(topic: str, body: bytes, *, tag: str | None = None, group: str | None = None):  # type: ignore[no-untyped-def]

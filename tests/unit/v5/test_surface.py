@@ -130,28 +130,21 @@ def test_the_package_exports_the_5x_producer_and_simple_consumer_names() -> None
     }
 
 
-def test_the_simple_consumer_has_the_5x_parameters_then_keyword_only_extensions() -> None:
-    parameters, attributes = SIMPLE_CONSUMER
-    signature = inspect.signature(adapter.v5.SimpleConsumer)
+CONSUMERS = {"SimpleConsumer": SIMPLE_CONSUMER, "PushConsumer": PUSH_CONSUMER}
+
+
+@pytest.mark.parametrize("name", sorted(CONSUMERS))
+def test_each_consumer_has_the_5x_parameters_then_keyword_only_extensions(name: str) -> None:
+    parameters, attributes = CONSUMERS[name]
+    cls = getattr(adapter.v5, name)
+    signature = inspect.signature(cls)
     positional = [
         p.replace(annotation=inspect.Parameter.empty)
         for p in signature.parameters.values()
         if p.kind is not inspect.Parameter.KEYWORD_ONLY
     ]
     assert str(inspect.Signature(positional)) == parameters
-    assert attributes <= {a for a in dir(adapter.v5.SimpleConsumer) if not a.startswith("_")}
-
-
-def test_the_push_consumer_has_the_5x_parameters_then_keyword_only_extensions() -> None:
-    parameters, attributes = PUSH_CONSUMER
-    signature = inspect.signature(adapter.v5.PushConsumer)
-    positional = [
-        p.replace(annotation=inspect.Parameter.empty)
-        for p in signature.parameters.values()
-        if p.kind is not inspect.Parameter.KEYWORD_ONLY
-    ]
-    assert str(inspect.Signature(positional)) == parameters
-    assert attributes <= {a for a in dir(adapter.v5.PushConsumer) if not a.startswith("_")}
+    assert attributes <= {a for a in dir(cls) if not a.startswith("_")}
 
 
 def test_the_listener_is_an_abstract_class_with_consume_and_the_results_are_5x_s() -> None:
