@@ -121,6 +121,8 @@ class GroupCommitter:
         """Decisions committed on the fast path."""
         self.fell_back = 0
         """Decisions handed to the coordinator because their group could not commit."""
+        self._pending = 0
+        """Decisions handed over and neither committed nor handed back yet."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -145,6 +147,13 @@ class GroupCommitter:
         for lane in self._lanes:
             lane.tx.close()
 
+    def flush(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` until every decision handed over is committed or handed
+        back to the fallback; returns how many are still pending."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._pending == 0, timeout_s)
+            return self._pending
+
     # -- the senders' side --------------------------------------------------------------------
 
     def submit(self, decision: Decision) -> bool:
@@ -165,6 +174,7 @@ class GroupCommitter:
                 self._cond.notify_all()
                 return False
             lane.group.append(decision)
+            self._pending += 1
             if len(lane.group) == 1 or len(lane.group) >= self._max_group:
                 self._cond.notify_all()
             return True
@@ -241,8 +251,11 @@ class GroupCommitter:
             lane.tx.commit()
         except Exception as exc:  # noqa: BLE001 - every failure ends the same way
             self._fall_back(lane, group, exc)
-            return
-        self.committed += len(group)
+        else:
+            self.committed += len(group)
+        with self._cond:
+            self._pending -= len(group)
+            self._cond.notify_all()
 
     def _fall_back(self, lane: _Lane, group: list[Decision], cause: Exception) -> None:
         try:

@@ -187,6 +187,19 @@ class TransactionMQProducer(ProducerBase):
                     "producer %s shut down with %d records undelivered", self._group, remaining
                 )
 
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait for the decisions of the open fast-path groups (committed, or their END
+        records handed to the plain way), then for outstanding sends; returns how many are
+        still undelivered."""
+        sender, committer = self._sender, self._committer
+        if sender is None:
+            return 0
+        timeout_s = sender.timeout_s if timeout is None else timeout
+        deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+        pending = committer.flush(timeout_s) if committer is not None else 0
+        left_s = max(0.0, deadline - SYSTEM_CLOCK.monotonic())
+        return pending + int(sender.client.flush(left_s))
+
     # -- transactional send -------------------------------------------------------------------
 
     def send_message_in_transaction(

@@ -42,6 +42,13 @@ def commit(_msg: object, _args: object = None) -> TransactionStatus:
     return TransactionStatus.COMMIT
 
 
+def fast_producer(make_transaction_producer, new_group):  # type: ignore[no-untyped-def]
+    """A transactional producer of a new group, and its group committer."""
+    producer = make_transaction_producer(new_group("PG"), commit)
+    assert producer._committer is not None
+    return producer, producer._committer
+
+
 def header(record, name: str) -> bytes | None:  # type: ignore[no-untyped-def]
     return next((v for k, v in record.headers() or () if k == name), None)
 
@@ -88,6 +95,19 @@ def test_a_commit_is_visible_without_the_coordinator_and_recorded_by_it_once(
     assert [p for _, p in coordinator.pending() if p.info.producer_group == group] == []
     again = read_committed(system_topics, topic, len(sent))  # warm-up included
     assert Counter(r.value().decode() for r in again) == Counter(sent), "recorded, not re-sent"
+
+
+def test_flush_returns_once_every_decision_is_committed_or_handed_back(
+    system_topics, make_transaction_producer, new_topic, new_group
+) -> None:
+    topic = new_topic(partitions=1)
+    producer, committer = fast_producer(make_transaction_producer, new_group)
+    for i in range(20):
+        producer.send_message_in_transaction(order(topic, f"m{i}"), commit)
+
+    assert producer.flush(30) == 0
+
+    assert committer.committed + committer.fell_back == 20, "nothing left in an open group"
 
 
 def test_a_group_past_its_window_is_aborted_and_the_coordinator_delivers_it_once(
@@ -205,9 +225,7 @@ def test_the_end_of_a_fast_commit_is_marked_delivered(
     system_topics, make_transaction_producer, new_topic, new_group
 ) -> None:
     topic = new_topic(partitions=1)
-    producer = make_transaction_producer(new_group("PG"), commit)
-    committer = producer._committer
-    assert committer is not None
+    producer, committer = fast_producer(make_transaction_producer, new_group)
     # A new broker's first transactions can miss the window and go the plain way: send until
     # one is committed on the fast path, and look for that one's END.
     for _ in range(5):
