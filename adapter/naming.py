@@ -29,6 +29,8 @@ TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 POISON_TOPIC = "RMQ_SYS_POISON_TOPIC"
 """Where a system-topic record that cannot be decoded or delivered is parked, with the reason."""
+TIMER_RECALL_TOPIC = "RMQ_SYS_TIMER_RECALL"
+"""Recalls of timer messages, and the markers of their deliveries (``adapter.schedule.recall``)."""
 SCHEMAS_TOPIC = "RMQ_SYS_SCHEMAS"
 """The record schemas of every release in use, keyed by fingerprint (schema evolution)."""
 
@@ -47,6 +49,7 @@ SYSTEM_TOPICS = frozenset(
         TRANS_OP_TOPIC,
         TRANS_CHECK_MAX_TIME_TOPIC,
         POISON_TOPIC,
+        TIMER_RECALL_TOPIC,
         SCHEMAS_TOPIC,
     }
 )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapter import naming
+from adapter import naming, v5
 from adapter.client import MessageModel, Producer, PushConsumer, TransactionMQProducer
 from adapter.config import CheckPolicy, CoordinatorConfig, ForwarderConfig, KafkaSettings
 from adapter.delay import DelayLevels
@@ -234,3 +234,22 @@ def make_transaction_producer(
     yield make
     for producer in producers:
         producer.shutdown()
+
+
+@pytest.fixture
+def make_v5_producer(system_topics: str) -> Iterator[Callable[..., v5.Producer]]:
+    """Factory: ``make_v5_producer(*topics, checker=None)``, a started 5.x producer on the test
+    broker (its system topics created), shut down after the test unless the test did."""
+    producers: list[v5.Producer] = []
+
+    def make(*topics: str, checker: v5.TransactionChecker | None = None) -> v5.Producer:
+        config = v5.ClientConfiguration(system_topics, v5.Credentials())
+        producer = v5.Producer(config, topics, checker=checker)
+        producer.startup()
+        producers.append(producer)
+        return producer
+
+    yield make
+    for producer in producers:
+        if producer.is_running:
+            producer.shutdown()

@@ -158,3 +158,15 @@ def start_worker(
     if kind == "container":
         return ContainerWorker(module, *args, mounts=mounts)
     raise ValueError(f"unknown worker kind {kind!r}")
+
+
+def start_schedule_forwarder(bootstrap: str, worker_id: str) -> ProcessWorker | ContainerWorker:
+    """``rmq-adapter worker schedule`` in a process of its own (SIGKILL it with ``kill()``),
+    once it says it started."""
+    worker = start_worker(
+        "process",
+        *("adapter", "worker", "schedule", "--bootstrap", bootstrap),
+        *("--worker-id", worker_id),
+    )
+    worker.wait_for_output("schedule forwarder")
+    return worker

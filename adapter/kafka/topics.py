@@ -8,7 +8,9 @@ topics break them:
 1. ``RMQ_SYS_TRANS_HALF_TOPIC``, ``RMQ_SYS_TRANS_END_TOPIC`` and
    ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` have the same partition count (partition p of the three
    belongs to one coordinator at a time).
-2. ``SCHEDULE_TOPIC_XXXX`` has exactly one partition per delay level (partition = level - 1).
+2. ``SCHEDULE_TOPIC_XXXX`` has one partition per delay level (partition = level - 1), then one
+   per fine hop of timer messages (:mod:`adapter.hops`). A topic of an earlier release, with
+   the levels only, is given the fine hops' partitions by ``init``.
 3. ``SCHEDULE_TOPIC_XXXX`` stamps records with the broker's clock
    (``message.timestamp.type=LogAppendTime``): due time = store time + level delay.
 
@@ -29,17 +31,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from adapter import naming
 from adapter.delay import DelayLevels
 from adapter.exceptions import KafkaUnavailableError, TopicLayoutError
+from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.kafka.io import PartitionCounts
 
 DEFAULT_HALF_PARTITIONS = 8
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 COMPACTED = {"cleanup.policy": "compact"}
+RECALLS = {
+    **COMPACTED,
+    # markers (tombstones) stay a day; nothing is compacted within an hour of being written
+    "delete.retention.ms": "86400000",
+    "min.compaction.lag.ms": "3600000",
+}
 CO_PARTITIONED = (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)
 
 
@@ -99,6 +108,8 @@ class TopicSpec:
     configs: Mapping[str, str] = field(default_factory=dict)
     replication: Replication | None = None
     """None: the broker's defaults."""
+    grows_from: int | None = None
+    """A partition count of an earlier layout that ``init`` may grow to ``partitions``."""
 
     def new_topic(self) -> NewTopic:
         """The admin request that creates this topic."""
@@ -121,21 +132,31 @@ def system_layout(
     return [
         *(TopicSpec(name, half_partitions, replication=replication) for name in CO_PARTITIONED),
         TopicSpec(naming.TRANS_CHECK_MAX_TIME_TOPIC, 1, replication=replication),
-        TopicSpec(naming.SCHEDULE_TOPIC, levels.max_level, LOG_APPEND_TIME, replication),
+        TopicSpec(
+            naming.SCHEDULE_TOPIC,
+            HopTable.of(levels).partitions,
+            LOG_APPEND_TIME,
+            replication,
+            grows_from=levels.max_level,
+        ),
         TopicSpec(naming.POISON_TOPIC, 1, replication=replication),
+        TopicSpec(naming.TIMER_RECALL_TOPIC, 1, RECALLS, replication),
         TopicSpec(naming.SCHEMAS_TOPIC, 1, COMPACTED, replication),
     ]
 
 
 def check_schedule_partitions(counts: PartitionCounts, levels: DelayLevels) -> None:
-    """Refuse a ``SCHEDULE_TOPIC_XXXX`` that does not have one partition per delay level."""
+    """Refuse a ``SCHEDULE_TOPIC_XXXX`` that does not have one partition per delay level and
+    per fine hop."""
     count = counts.count(naming.kafka_topic(naming.SCHEDULE_TOPIC))
-    if count != levels.max_level:
+    hops = HopTable.of(levels)
+    if count != hops.partitions:
         raise TopicLayoutError(
-            f"{naming.SCHEDULE_TOPIC} has {count} partitions but the delay level table has "
-            f"{levels.max_level} levels; they must match (one partition per level): run "
-            "`rmq-adapter topics init` with the same delay levels (--delay-levels, "
-            "RMQ_ADAPTER_DELAY_LEVELS)"
+            f"{naming.SCHEDULE_TOPIC} has {count} partitions but the delay level table needs "
+            f"{hops.partitions} ({levels.max_level} levels and {len(hops.fine_ms)} fine hops of "
+            "timer messages): run `rmq-adapter topics init` with the same delay levels "
+            "(--delay-levels, RMQ_ADAPTER_DELAY_LEVELS); it adds the fine hops to a topic "
+            "of an earlier release"
         )
 
 
@@ -156,9 +177,9 @@ def layout_problems(
         count = existing_partitions.get(spec.name)
         if count is None:
             continue
-        if count != spec.partitions:
+        if count != spec.partitions and count != spec.grows_from:
             why = (
-                "one partition per delay level"
+                "one partition per delay level and per fine hop"
                 if spec.name == naming.SCHEDULE_TOPIC
                 else "the layout asks for it"
             )
@@ -192,6 +213,7 @@ def init_topics(
     problems = layout_problems(wanted, partitions, configs)
     if problems:
         raise TopicLayoutError("refusing to initialise the topics:\n  " + "\n  ".join(problems))
+    _grow(admin, wanted, partitions, timeout_s)
     missing = [spec for spec in wanted if spec.name not in partitions]
     if not missing:
         return []
@@ -207,6 +229,26 @@ def init_topics(
             if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another init won the race
                 raise TopicLayoutError(f"creating {name} failed: {exc}", topic=name) from exc
     return created
+
+
+def _grow(
+    admin: AdminClient, wanted: list[TopicSpec], partitions: Mapping[str, int], timeout_s: float
+) -> None:
+    """Give a topic of an earlier layout its new partitions (records name their partition,
+    so the existing ones keep their meaning)."""
+    grow = [
+        NewPartitions(spec.name, spec.partitions)
+        for spec in wanted
+        if spec.grows_from is not None and partitions.get(spec.name) == spec.grows_from
+    ]
+    if not grow:
+        return
+    for name, future in admin.create_partitions(grow, operation_timeout=timeout_s).items():
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:  # another init grew it
+                raise TopicLayoutError(f"growing {name} failed: {exc}", topic=name) from exc
 
 
 def describe_configs(

@@ -37,6 +37,7 @@ SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 POISON = naming.kafka_topic(naming.POISON_TOPIC)
 DISCARDED = naming.kafka_topic(naming.TRANS_CHECK_MAX_TIME_TOPIC)
 SCHEMAS = naming.kafka_topic(naming.SCHEMAS_TOPIC)
+RECALLS = naming.kafka_topic(naming.TIMER_RECALL_TOPIC)
 CHECK_PREFIX = naming.kafka_topic(naming.CHECK_PREFIX)
 RETRY_PREFIX = naming.kafka_topic(naming.RETRY_PREFIX)
 
@@ -72,6 +73,8 @@ def grants(
         Grant(application, "topic", END, (WRITE,), why="commit or roll back"),
         Grant(application, "topic", SCHEDULE, (WRITE,), why="delayed messages and retries"),
         Grant(application, "topic", SCHEMAS, (READ, WRITE), why="schema evolution"),
+        Grant(application, "topic", RECALLS, (READ, WRITE), why="recalls of timers"),
+        Grant(application, "group", "rmq-adapter-", (READ,), prefixed=True, why="read-backs"),
         Grant(
             application,
             "transactional-id",
@@ -97,7 +100,8 @@ def grants(
         Grant(worker, "topic", HALF, (READ, WRITE), why="half messages; resume"),
         Grant(worker, "topic", END, (READ, WRITE), why="decisions; read marks"),
         Grant(worker, "topic", OP, (READ, WRITE), why="op records"),
-        Grant(worker, "topic", SCHEDULE, (READ,), why="delayed messages"),
+        Grant(worker, "topic", SCHEDULE, (READ, WRITE), why="delayed messages; timer hops"),
+        Grant(worker, "topic", RECALLS, (READ, WRITE), why="recalls; delivery markers"),
         Grant(worker, "topic", POISON, (READ, WRITE), why="parked records"),
         Grant(worker, "topic", DISCARDED, (READ, WRITE), why="discarded transactions"),
         Grant(worker, "topic", SCHEMAS, (READ, WRITE), why="schema evolution"),

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from adapter import naming
 from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
+from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.kafka.io import committed_offsets
 
@@ -50,6 +51,7 @@ def gather(
     try:
         level_rows: list[LevelRow] = []
         if _SCHEDULE in topics:
+            hops = HopTable.of(levels)
             count = len(topics[_SCHEDULE].partitions)
             partitions = [TopicPartition(_SCHEDULE, p) for p in range(count)]
             committed = committed_offsets(
@@ -59,7 +61,7 @@ def gather(
                 low, high = reader.get_watermark_offsets(partitions[p], timeout=timeout_s)
                 start = max(position, low) if position >= 0 else low
                 oldest = _store_time(reader, p, start) if start < high else None
-                delay = levels.delay_ms(min(p + 1, levels.max_level))
+                delay = hops.delay_ms(p) if p < hops.partitions else levels.delay_ms(1)
                 level_rows.append(
                     LevelRow(p + 1, delay, high - start, None if oldest is None else oldest + delay)
                 )

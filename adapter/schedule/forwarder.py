@@ -25,8 +25,7 @@ partition of its real topic goes to any partition.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import tenacity
@@ -34,19 +33,20 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
+from adapter import properties as prop
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
+from adapter.hops import HopTable
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.io import caught_up, fetch
 from adapter.kafka.topics import check_schedule_partitions
-from adapter.kafka.worker import ExactlyOnceWorker, parked_headers
-from adapter.message import Delivery
+from adapter.kafka.worker import ExactlyOnceWorker
+from adapter.schedule import recall, timer
 from adapter.schedule.due import corrected_due_ms, due_ms
-from adapter.schedule.envelope import delivered
 from adapter.schedule.head_of_line import Entry, HeadOfLine
 from adapter.schedule.metrics import ForwarderMetrics
-from adapter.wire import codec
-from adapter.wire.records import ScheduledMessage
+from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
+from adapter.schedule.recall_log import RecallView
 
 log = logging.getLogger("adapter.schedule")
 
@@ -66,9 +66,6 @@ _PERMANENT = frozenset(
 _PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
 _BACKOFF = tenacity.wait_exponential(multiplier=0.1, max=30) + tenacity.wait_random(0, 0.1)
 
-Held = Entry[bytes]
-"""A SCHEDULE record held until due: its level partition, offset, due time and value."""
-
 
 def backoff_s(attempt: int) -> float:
     """Seconds to wait before retry number ``attempt`` (1-based) of a refused delivery."""
@@ -77,73 +74,9 @@ def backoff_s(attempt: int) -> float:
     return float(_BACKOFF(state))
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
-    """One record of a batch: a delivery to its real topic, or (``delivery`` None) the SCHEDULE
-    record parked in the poison topic with ``reason``."""
-
-    entry: Held
-    topic: str
-    partition: int | None
-    delivery: Delivery | None
-    reason: str | None
-
-
-@dataclass(slots=True)
-class Batch:
-    """One transaction's work: what to produce, the positions it consumes, what waits."""
-
-    sends: list[Send] = field(default_factory=list)
-    positions: dict[int, int] = field(default_factory=dict)
-    put_back: list[Held] = field(default_factory=list)
-    refused: dict[int, str] = field(default_factory=dict)
-    """Levels whose real topic is not there, with the reason; they wait and retry."""
-
-    @property
-    def entries(self) -> list[Held]:
-        return [send.entry for send in self.sends]
-
-
-def plan_batch(
-    entries: Sequence[Held],
-    *,
-    doomed: dict[tuple[int, int], str],
-    partitions: Callable[[str], int],
-    lookup: codec.SchemaSource | None = None,
-) -> Batch:
-    """What to do with due records (pure): deliver each to its real topic; park the ones that
-    can never be delivered (not decodable, addressed to a system topic, or ``doomed`` by an
-    earlier refusal no retry cures), with the reason; and, for a level whose real topic does
-    not exist (``partitions`` returns 0), put the record and the rest of its level back, so
-    the level is retried later while the others go on."""
-    batch = Batch()
-    for entry in entries:
-        if entry.partition in batch.refused:
-            batch.put_back.append(entry)
-            continue
-        reason = doomed.pop((entry.partition, entry.offset), None)
-        delivery: Delivery | None = None
-        topic, partition = POISON, None
-        if reason is None:
-            try:
-                record = codec.decode_as(
-                    ScheduledMessage, entry.item, canonical=False, lookup=lookup
-                )
-                delivery = delivered(record)
-                topic = naming.sendable_kafka_topic(delivery.topic)
-            except AdapterError as exc:
-                reason, delivery = exc.reason, None
-        if delivery is not None:
-            count = partitions(topic)
-            if not count:
-                batch.refused[entry.partition] = f"topic {delivery.topic!r} is not available"
-                batch.put_back.append(entry)
-                continue
-            if 0 <= delivery.queue_id < count:
-                partition = delivery.queue_id
-        batch.sends.append(Send(entry, topic, partition, delivery, reason))
-        batch.positions[entry.partition] = entry.offset + 1
-    return batch
+class _Recalled(AdapterError):
+    """A timer of the batch was recalled before its DELIVERED marker: the batch must not
+    commit (the next turn drops that timer)."""
 
 
 class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
@@ -154,7 +87,10 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
 
     def setup(self) -> None:
         self.metrics = ForwarderMetrics(self.registry)
-        self._heads: HeadOfLine[bytes] = HeadOfLine()
+        self._heads: HeadOfLine[Parked] = HeadOfLine()
+        self._hops = HopTable.of(self.config.levels)
+        self._recalls: RecallView | None = None
+        self._markers: dict[str, int] = {}
         self._assigned: set[int] = set()
         self._paused: set[int] = set()
         self._attempts: dict[int, int] = {}
@@ -174,11 +110,20 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             [SCHEDULE], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         self._consumer = consumer
+        if self._recalls is None:
+            self._recalls = RecallView(self.config.kafka.librdkafka({}), self.config.worker_id)
         log.info(
-            "schedule forwarder %s started: %d levels",
+            "schedule forwarder %s started: %d levels and %d fine hops",
             self.config.worker_id,
             self.config.levels.max_level,
+            len(self._hops.fine_ms),
         )
+
+    def close(self) -> None:
+        recalls, self._recalls = self._recalls, None
+        if recalls is not None:
+            recalls.close()
+        super().close()
 
     # -- one turn of the loop ---------------------------------------------------------------
 
@@ -193,6 +138,8 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         )
         for record in records:
             self._accept(record)
+        if self._recalls is not None:
+            self._recalls.poll()
         moved = 0
         entries = self._heads.take_due(self.clock.now_ms(), self.config.max_batch)
         if entries:
@@ -218,12 +165,23 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         partition = record.partition()
         if partition not in self._assigned:
             return
-        level = partition + 1
-        _, store_ms = record.timestamp()
-        levels = self.config.levels
         now = self.clock.now_ms()
-        due = corrected_due_ms(due_ms(store_ms, level, levels), now, level, levels)
-        self._heads.push(Entry(partition, record.offset() or 0, due, record.value() or b""))
+        headers: dict[str, Any] = dict(record.headers() or ())
+        value = record.value() or b""
+        try:
+            deliver_ms = int(headers[timer.DELIVER_HEADER])
+            hop_due = int(headers[timer.HOP_DUE_HEADER])
+            message_id = headers[prop.UNIQ_KEY].decode()
+        except (KeyError, ValueError, UnicodeDecodeError):  # a delayed message of a level
+            level = min(partition + 1, self.config.levels.max_level)
+            _, store_ms = record.timestamp()
+            levels = self.config.levels
+            due = corrected_due_ms(due_ms(store_ms, level, levels), now, level, levels)
+            self._heads.push(Entry(partition, record.offset() or 0, due, Parked(value)))
+            return
+        due = timer.hop_due_ms(hop_due, now, partition, self._hops)
+        parked = Parked(value, message_id, deliver_ms)
+        self._heads.push(Entry(partition, record.offset() or 0, due, parked))
 
     def _update_pauses(self) -> None:
         """Pause each level whose head is not due; resume it once the head is due."""
@@ -244,8 +202,12 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def _forward(self, entries: Sequence[Held]) -> int:
         # Asked by name, as the old per-topic lookup did: a broker that creates topics on first
         # use creates a delayed message's real topic, as RocketMQ's autoCreateTopicEnable does.
+        recalls = self._recalls.recalls if self._recalls is not None else {}
         batch = plan_batch(
             entries,
+            now_ms=self.clock.now_ms(),
+            hops=self._hops,
+            recalled=recalls.__contains__,
             doomed=self._doomed,
             partitions=lambda topic: self.topics.count(topic, create=True),
             lookup=self._lookup,
@@ -258,6 +220,11 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._failed = []
         try:
             self._transact(batch)
+        except _Recalled as exc:
+            self._heads.put_back(batch.entries)  # nothing of the batch was committed
+            self.tx.abort()
+            log.info("%s; the batch goes again without it", exc)
+            return 0
         except (KafkaException, AdapterError) as exc:
             self._heads.put_back(batch.entries)  # nothing of the batch was committed
             if not self._recover(exc, batch):
@@ -269,34 +236,45 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def _transact(self, batch: Batch) -> None:
         """Produce the batch and commit it with its consumed positions, in one transaction."""
         self.tx.begin()
+        self._markers = {}
         for send in batch.sends:
             self._produce(send)
+        if self._markers:
+            self._check_recalls()
         positions = [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()]
         self.tx.commit(positions, self.consumer())
 
+    def _check_recalls(self) -> None:
+        """Before a batch delivers timers: no RECALL of one of them lies before its DELIVERED
+        marker (:mod:`adapter.schedule.recall`); else :class:`_Recalled`."""
+        producer, timeout = self.tx.producer, self.tx.timeout_s
+        self.tx.call("flush", lambda: producer.flush(timeout), timeout)
+        if len(self._markers) != sum(1 for o in self._markers.values() if o >= 0):
+            raise AdapterError("a DELIVERED marker was not acknowledged")
+        view = self._recalls
+        if view is None:
+            raise AdapterError("the recall view is not open")
+        view.read_past(max(self._markers.values()), timeout)
+        recalls = view.recalls
+        lost = [m for m, o in self._markers.items() if recall.recalled_before(recalls, m, o)]
+        if lost:
+            raise _Recalled(f"timers {lost} were recalled while being delivered")
+
     def _produce(self, send: Send) -> None:
         entry = send.entry
+        is_marker = send.kind == "delivered"
+        if is_marker and send.key is not None:
+            self._markers[send.key.decode()] = -1
 
-        def report(error: KafkaError | None, _record: KafkaRecord) -> None:
+        def report(error: KafkaError | None, record: KafkaRecord) -> None:
             if error is not None:
                 self._failed.append((entry, error))
+            elif is_marker and send.key is not None:
+                self._markers[send.key.decode()] = record.offset() or 0
 
-        kwargs: dict[str, Any] = {"on_delivery": report}
-        delivery = send.delivery
-        if delivery is None:
-            kwargs["headers"] = parked_headers(
-                send.reason or "", SCHEDULE, entry.partition, entry.offset
-            )
-            value = entry.item
-        else:
-            kwargs["headers"] = delivery.headers
-            if delivery.key is not None:
-                kwargs["key"] = delivery.key
-            if send.partition is not None:
-                kwargs["partition"] = send.partition
-            value = delivery.value
+        kwargs: dict[str, Any] = {"on_delivery": report, **send.produce_kwargs()}
         try:
-            self.tx.produce(send.topic, value, **kwargs)
+            self.tx.produce(send.topic, send.value, **kwargs)
         except KafkaException as exc:
             if exc.args[0].code() in _PERMANENT:
                 self._doomed[(entry.partition, entry.offset)] = f"refused: {exc.args[0].str()}"
@@ -323,10 +301,10 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._attempts[partition] = attempt
         wait = backoff_s(attempt)
         self._heads.block(partition, self.clock.now_ms() + int(wait * 1000))
-        self.metrics.refused.labels(str(partition + 1)).inc()
+        self.metrics.refused.labels(self._hops.label(partition)).inc()
         log.warning(
-            "level %d: delivery refused (%s); retry %d in %.2f s",
-            partition + 1,
+            "level %s: delivery refused (%s); retry %d in %.2f s",
+            self._hops.label(partition),
             why,
             attempt,
             wait,
@@ -338,23 +316,39 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         observe = self.metrics.lateness.observe
         for send in batch.sends:
             entry = send.entry
-            if send.delivery is not None:
+            if send.kind == "deliver":
                 forwarded[entry.partition] = forwarded.get(entry.partition, 0) + 1
-                observe(max(0, now - entry.due_ms) / 1000)
-                continue
-            self.metrics.parked.labels((send.reason or "unknown").split(":", 1)[0]).inc()
-            log.error(
-                "parked level %d offset %d in %s: %s",
-                entry.partition + 1,
-                entry.offset,
-                naming.POISON_TOPIC,
-                send.reason,
-            )
+                due = entry.item.deliver_ms if entry.item.deliver_ms is not None else entry.due_ms
+                observe(max(0, now - due) / 1000)
+            elif send.kind == "hop":
+                self.metrics.hops.inc()
+            elif send.kind == "dropped" and entry.item.message_id is not None:
+                self.metrics.recalled.inc()
+                if self._recalls is not None:
+                    self._recalls.forget(entry.item.message_id)
+                log.info("dropped recalled timer %s", entry.item.message_id)
+            elif send.kind == "park":
+                self.metrics.parked.labels((send.reason or "unknown").split(":", 1)[0]).inc()
+                log.error(
+                    "parked %s offset %d in %s: %s",
+                    self._where(entry.partition),
+                    entry.offset,
+                    naming.POISON_TOPIC,
+                    send.reason,
+                )
         for partition, count in forwarded.items():
-            self.metrics.forwarded.labels(str(partition + 1)).inc(count)
+            self.metrics.forwarded.labels(self._hops.label(partition)).inc(count)
         for partition in batch.positions:
             self._attempts.pop(partition, None)
             self._heads.unblock(partition)
+
+    def _labels(self, partitions: list[TopicPartition]) -> list[str]:
+        return [
+            self._hops.label(tp.partition) for tp in sorted(partitions, key=lambda t: t.partition)
+        ]
+
+    def _where(self, partition: int) -> str:
+        return f"{SCHEDULE} partition {partition} (level {self._hops.label(partition)})"
 
     # -- group membership -------------------------------------------------------------------
 
@@ -367,7 +361,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             consumer.resume(partitions)
         self._assigned.update(tp.partition for tp in partitions)
         self.assigned_once = True
-        log.info("assigned levels %s", sorted(tp.partition + 1 for tp in partitions))
+        log.info("assigned levels %s", self._labels(partitions))
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         if self.current(consumer):
@@ -390,7 +384,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self._paused.discard(tp.partition)
             self._attempts.pop(tp.partition, None)
             self._heads.drop(tp.partition)
-        log.log(level, "%s levels %s", how, sorted(tp.partition + 1 for tp in partitions))
+        log.log(level, "%s levels %s", how, self._labels(partitions))
 
     # -- observability ----------------------------------------------------------------------
 
@@ -406,5 +400,5 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             _, high = consumer.get_watermark_offsets(tp, cached=True)
             position = tp.offset if tp.offset >= 0 else high
             backlog[tp.partition] = max(0, high - position) + waiting.get(tp.partition, 0)
-            self.metrics.backlog.labels(str(tp.partition + 1)).set(backlog[tp.partition])
+            self.metrics.backlog.labels(self._hops.label(tp.partition)).set(backlog[tp.partition])
         return backlog

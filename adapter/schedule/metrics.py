@@ -34,9 +34,15 @@ class ForwarderMetrics:
             "Deliveries refused by a real topic and retried with back-off.",
             "level",
         )
+        self.hops = Counter(
+            "rmq_schedule_timer_hops", "Timer records moved to their next hop.", registry=registry
+        )
+        self.recalled = Counter(
+            "rmq_schedule_timer_recalled", "Recalled timers dropped.", registry=registry
+        )
         self.lateness = Histogram(
             "rmq_schedule_lateness_seconds",
-            "Commit time of a forwarded record minus its due time.",
+            "Commit time of a forwarded record minus its due (or a timer's deliver) time.",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=registry,
         )

@@ -187,7 +187,8 @@ def lateness_per_level(facts: DataFrame, levels: DelayLevels) -> DataFrame:
             for item in (F.lit(level), F.lit(levels.delay_ms(level)))
         ]
     )
-    scheduled = facts.where(F.col("kind") == SCHEDULED).select(
+    # timer messages (level 0, one record per hop) are measured by the forwarder's histogram
+    scheduled = facts.where((F.col("kind") == SCHEDULED) & (F.col("level") >= 1)).select(
         "msg_id", "reconsume_times", "topic", "level", F.col("event_ts").alias("stored_ts")
     )
     delivered = facts.where(F.col("kind") == DELIVERED).select(

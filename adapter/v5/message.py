@@ -13,8 +13,9 @@ is the value; ``UNIQ_KEY`` (the message id), ``TAGS``, ``KEYS`` (space-separated
 user properties are headers; ``message_group`` is the ``__SHARDINGKEY`` property, as the 5.x
 proxy stores it. So 2.0 consumers, plain Kafka readers and Spark read it unchanged.
 
-Known gaps: ``delivery_timestamp`` can be set but a send refuses it (timer messages are not
-supported yet). ``lite_topic`` and ``priority`` (5.1.2 additions) are not provided. Properties
+A received timer message has its ``delivery_timestamp`` (from ``TIMER_DELIVER_MS``).
+
+Known gaps: ``lite_topic`` and ``priority`` (5.1.2 additions) are not provided. Properties
 named like the system's (``UNIQ_KEY``, ``TAGS``, ``__SHARDINGKEY``, ``TIMER_DELIVER_MS``, ...)
 are refused at send, where 5.x lets the broker decide. ``keys`` returns a copy of the set (5.x
 returns its own); ``keys`` keep the order they were added in on the wire. The body must be
@@ -31,12 +32,12 @@ from adapter import message as wire
 from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import InvalidNameError
-from adapter.v5.exception import IllegalArgumentException, UnsupportedException
+from adapter.v5.exception import IllegalArgumentException
 
 __all__ = ["Message", "MessageType"]
 
 _TOPIC_CHARACTERS = "^[%a-zA-Z0-9_-]+$"
-_SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY}
+_SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, prop.TIMER_DELIVER_MS}
 _KEY_SEPARATOR = " "
 
 
@@ -268,8 +269,8 @@ class Message:
     # -- the adapter's side -----------------------------------------------------------------------
 
     def type_for_send(self, *, transactional: bool, max_body_size: int) -> MessageType:
-        """The message's type once checked for sending; ``IllegalArgumentException`` (or
-        ``UnsupportedException`` for a timer message) naming the rule it breaks."""
+        """The message's type once checked for sending; ``IllegalArgumentException`` naming the
+        rule it breaks."""
         if self._topic is None:
             raise IllegalArgumentException("message topic has not been set yet.")
         try:
@@ -293,10 +294,7 @@ class Message:
                 "transactional message should not set message_group or delivery_timestamp"
             )
         if self._delivery_timestamp:
-            raise UnsupportedException(
-                "timer messages (delivery_timestamp) are not supported by adapter.v5 yet; "
-                "send without delivery_timestamp"
-            )
+            return MessageType.DELAY
         if transactional:
             return MessageType.TRANSACTION
         return MessageType.FIFO if self._message_group else MessageType.NORMAL
@@ -344,6 +342,9 @@ class Message:
         group = found.get(prop.SHARDING_KEY)
         if group:
             message._message_group = _text(group)
+        deliver = found.get(prop.TIMER_DELIVER_MS)
+        if deliver and _text(deliver).isdigit():
+            message._delivery_timestamp = int(_text(deliver))
         message._properties = {
             name: _text(value) for name, value in found.items() if name not in _SYSTEM_PROPERTIES
         }

@@ -21,8 +21,10 @@ concurrent.futures.Future[SendReceipt]``, ``begin_transaction() -> Transaction``
 - Transactions go through :mod:`adapter.v5.transactional` (the 2.0 transactional producer of
   the topic) and :mod:`adapter.v5.transaction`.
 
-Known gaps: a message with ``delivery_timestamp`` is refused (``UnsupportedException``: timer
-messages are not supported yet); ``recall_message`` is not provided. Topics are not checked
+- A timer message (``delivery_timestamp``) goes through :mod:`adapter.v5.timers`; its receipt
+  carries a recall handle for ``recall_message`` / ``recall_message_async``.
+
+Known gaps: topics are not checked
 for a message type (5.x brokers refuse, say, a FIFO message on a NORMAL topic): any topic takes
 any type. Normal sends spread over the partitions with librdkafka's sticky partitioner, not
 5.x's round-robin. Retries are librdkafka's, bounded by the send timeout, not 5.x's three
@@ -48,13 +50,17 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
+from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import ProducerConfig, delay_levels_from_env, fast_commit_from_env
 from adapter.exceptions import AdapterError, DeliveryError, ProducerException
 from adapter.msgid import new_message_id
-from adapter.producer.sender import Outgoing, Sender
+from adapter.producer.sender import SCHEDULE, Outgoing, Sender
+from adapter.schedule.recall import BadRecallHandle
 from adapter.transaction.producer import HalfSent, TransactionMQProducer
+from adapter.v5 import timers
 from adapter.v5.client_configuration import ClientConfiguration, kafka_settings
 from adapter.v5.exception import (
+    BadRequestException,
     ClientException,
     IllegalArgumentException,
     IllegalStateException,
@@ -100,7 +106,10 @@ class Producer:
         topics: Iterable[str] | None = None,
         checker: TransactionChecker | None = None,
         tls_enable: bool = False,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """``clock`` (an adapter extension) stamps births and timers; tests inject one."""
         if client_configuration is None:
             raise IllegalArgumentException("clientConfiguration should not be null.")
         if checker is not None and not callable(getattr(checker, "check", None)):
@@ -111,6 +120,7 @@ class Producer:
         self._topics = _valid_topics(topics or ())
         self._checker = checker
         self._tls = tls_enable
+        self._clock = clock
         self._client_id = new_client_id()
         self._lock = threading.Lock()
         self._sender: Sender | None = None
@@ -140,7 +150,7 @@ class Producer:
                     delay_levels=delay_levels_from_env(),
                     fast_commit=fast_commit_from_env(),
                 )
-                sender = Sender(config, reports_served=True)
+                sender = Sender(config, reports_served=True, clock=self._clock)
             except (AdapterError, KafkaException) as exc:
                 raise IllegalStateException(f"{self} could not start: {exc}") from exc
             transactional = None
@@ -216,9 +226,7 @@ class Producer:
             ack = sender.produce_and_ack(record, _SendFailed, f"{msg_id} to {message.topic}")
         except _SendFailed as exc:
             raise translate(exc, f"send message {msg_id} to {message.topic}") from exc
-        return SendReceipt(
-            msg_id, None, MessageQueue(str(message.topic), ack.partition), ack.offset
-        )
+        return self._receipt(message, record, ack.partition, ack.offset)
 
     def send_async(self, message: Message) -> Future[SendReceipt]:
         """Send ``message`` without waiting; the ``Future`` gives its ``SendReceipt`` or the
@@ -236,8 +244,8 @@ class Producer:
         def delivered(error: KafkaError | None, kafka_record: KafkaRecord) -> None:
             outcome: SendReceipt | ClientException
             if error is None:
-                queue = MessageQueue(topic, kafka_record.partition() or 0)
-                outcome = SendReceipt(msg_id, None, queue, kafka_record.offset() or 0)
+                partition, offset = kafka_record.partition() or 0, kafka_record.offset() or 0
+                outcome = self._receipt(message, record, partition, offset)
             else:
                 failure = DeliveryError(f"Kafka refused {msg_id}: {error.str()}", kafka_error=error)
                 outcome = translate(failure, f"send message {msg_id} to {topic}")
@@ -248,6 +256,26 @@ class Producer:
         except _SendFailed as exc:
             self._settle(callbacks, future, translate(exc, f"send message {msg_id} to {topic}"))
         return future
+
+    def recall_message(self, topic: str, recall_handle: str) -> str:
+        """Recall a timer message before its deliver time, by the ``recall_handle`` of its
+        ``SendReceipt``; its message id. ``IllegalArgumentException`` for a handle not valid for
+        ``topic``; ``BadRequestException`` when the message was delivered already."""
+        sender = self._running("unable to recall message because producer is not running")
+        try:
+            return timers.recall(sender, topic, recall_handle)
+        except BadRecallHandle as exc:
+            raise IllegalArgumentException(str(exc)) from exc
+        except (AdapterError, KafkaException) as exc:
+            raise BadRequestException(f"recall {recall_handle} of {topic}: {exc}") from exc
+
+    def recall_message_async(self, topic: str, recall_handle: str) -> Future[str]:
+        """:meth:`recall_message` on the callback thread; the ``Future`` gives the message id."""
+        self._running("unable to recall message because producer is not running")
+        callbacks = self._callbacks
+        if callbacks is None:
+            raise IllegalStateException("unable to recall message because producer is not running")
+        return callbacks.submit(self.recall_message, topic, recall_handle)
 
     def begin_transaction(self) -> Transaction:
         """A new transaction; ``send(message, transaction)`` then ``commit()``/``rollback()``."""
@@ -297,12 +325,31 @@ class Producer:
         wire = message.to_wire()
         group = message.message_group
         try:
+            if message.delivery_timestamp:
+                deliver_at = timers.deliver_ms(message.delivery_timestamp)
+                timer = timers.timer_record(sender, wire, msg_id, deliver_at)
+                if timer is not None:
+                    return timer
             partition = None
             if group is not None:
                 partition = sender.queue_for(wire, group, _SendFailed)
             return sender.record(wire, msg_id, _SendFailed, partition=partition, key=group)
-        except _SendFailed as exc:
+        except ValueError as exc:
+            raise IllegalArgumentException(str(exc)) from exc
+        except (_SendFailed, AdapterError, KafkaException) as exc:
             raise translate(exc, f"send message {msg_id} to {message.topic}") from exc
+
+    def _receipt(
+        self, message: Message, record: Outgoing, partition: int, offset: int
+    ) -> SendReceipt:
+        """The receipt of a send; a timer's names its SCHEDULE partition and carries its
+        recall handle."""
+        msg_id, topic = _message_id(message), str(message.topic)
+        handle = None
+        if record.topic == SCHEDULE and message.delivery_timestamp:
+            deliver_at = timers.deliver_ms(message.delivery_timestamp)
+            handle = timers.recall_handle(topic, msg_id, deliver_at)
+        return SendReceipt(msg_id, None, MessageQueue(topic, partition), offset, handle)
 
     def _send_half(self, message: Message, transaction: Transaction) -> SendReceipt:
         if message is None:

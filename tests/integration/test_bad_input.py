@@ -117,6 +117,6 @@ def test_a_delayed_send_refuses_a_schedule_topic_that_does_not_match_the_levels(
     m.set_body("later")
     m.set_delay_time_level(1)
     with pytest.raises(
-        ProducerSendSyncFailed, match="18 partitions but the delay level table has 2"
+        ProducerSendSyncFailed, match="23 partitions but the delay level table needs 7"
     ):
         producer.send_sync(m)

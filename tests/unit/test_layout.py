@@ -40,8 +40,8 @@ ALLOWED: dict[str, set[str]] = {
         "spark",
     },
     "spark": {"core", "wire", "spark"},
-    # The 5.x consumers sit on the 2.0 consumer's parts (the dead-letter send-back).
-    "v5": {"core", "wire", "kafka", "producer", "consumer", "transaction", "v5"},
+    # The 5.x clients sit on the 2.0 parts (the dead-letter send-back) and on the timers.
+    "v5": {"core", "wire", "kafka", "schedule", "producer", "consumer", "transaction", "v5"},
 }
 
 

@@ -32,7 +32,7 @@ def test_topics_init_creates_the_layout_once_and_then_reports_it_unchanged(
     second = run("topics", "init", "--bootstrap", kafka_bootstrap)
     assert second.returncode == 0, second.stderr
     assert "created" not in second.stdout
-    assert "ok       SCHEDULE_TOPIC_XXXX (18 partitions)" in second.stdout
+    assert "ok       SCHEDULE_TOPIC_XXXX (23 partitions)" in second.stdout, "18 levels, 5 hops"
     assert "ok       RMQ_SYS_TRANS_HALF_TOPIC (8 partitions)" in second.stdout
 
 
@@ -46,7 +46,7 @@ def test_topics_init_refuses_a_layout_that_breaks_the_rules_and_says_why(
     assert "RMQ_SYS_TRANS_HALF_TOPIC has 8 partitions, expected 3" in refused.stderr
     levels = run("topics", "init", "--bootstrap", kafka_bootstrap, "--delay-levels", "1s 5s")
     assert levels.returncode == 1
-    assert "SCHEDULE_TOPIC_XXXX has 18 partitions, expected 2" in levels.stderr
+    assert "SCHEDULE_TOPIC_XXXX has 23 partitions, expected 7" in levels.stderr
 
 
 def test_topics_init_refuses_a_replication_the_cluster_cannot_hold(kafka_bootstrap: str) -> None:

@@ -62,4 +62,4 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works(tmp_path: Path, system_t
     env["RMQ_ADAPTER_BOOTSTRAP"] = system_topics  # the address only in the environment
     output = run([venv / "bin" / "rmq-adapter", "topics", "init"], cwd=tmp_path, env=env)
     assert "RMQ_SYS_TRANS_HALF_TOPIC (8 partitions)" in output
-    assert "SCHEDULE_TOPIC_XXXX (18 partitions)" in output
+    assert "SCHEDULE_TOPIC_XXXX (23 partitions)" in output

@@ -15,10 +15,11 @@ from adapter.client import Message
 from adapter.clock import ManualClock
 from adapter.config import ForwarderConfig, KafkaSettings
 from adapter.delay import DelayLevels
+from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.schedule.forwarder import ScheduleForwarder
 from tests.support import Recorder, read_committed, unique, wait_until
-from tests.workers import start_worker
+from tests.workers import start_schedule_forwarder, start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -164,7 +165,7 @@ def test_two_forwarders_share_the_levels_and_one_takes_over_when_the_other_leave
         lambda: (
             first._assigned
             and second._assigned
-            and len(first._assigned | second._assigned) == LEVELS.max_level
+            and len(first._assigned | second._assigned) == HopTable.of(LEVELS).partitions
         ),
         timeout=60,
         what="both forwarders to own some levels",
@@ -172,7 +173,11 @@ def test_two_forwarders_share_the_levels_and_one_takes_over_when_the_other_leave
     assert not first._assigned & second._assigned, "a level has one owner"
 
     first.stop()
-    wait_until(lambda: len(second._assigned) == LEVELS.max_level, timeout=60, what="the takeover")
+    wait_until(
+        lambda: len(second._assigned) == HopTable.of(LEVELS).partitions,
+        timeout=60,
+        what="the takeover",
+    )
     topic = new_topic(partitions=2)
     producer = make_producer()
     bodies = [f"m{i}" for i in range(100)]
@@ -197,15 +202,6 @@ def test_a_forwarder_killed_mid_burst_delivers_every_message_exactly_once(
                 time.sleep(0.01)
         producer.flush()
 
-    def forwarder(worker_id: str):
-        worker = start_worker(
-            "process",  # the image's SIGKILL: the coordinator's crash test
-            *("adapter", "worker", "schedule", "--bootstrap", system_topics),
-            *("--worker-id", worker_id),
-        )
-        worker.wait_for_output("schedule forwarder")
-        return worker
-
     kafka_topic = naming.kafka_topic(topic)
     watcher = clients.consumer({"bootstrap.servers": system_topics, "group.id": unique("w")})
 
@@ -215,7 +211,7 @@ def test_a_forwarder_killed_mid_burst_delivers_every_message_exactly_once(
             for p in (0, 1)
         )
 
-    first = forwarder(unique("killed"))
+    first = start_schedule_forwarder(system_topics, unique("killed"))
     sender = threading.Thread(target=send_for_three_seconds)
     sender.start()
     try:
@@ -227,7 +223,7 @@ def test_a_forwarder_killed_mid_burst_delivers_every_message_exactly_once(
 
     # The successor has another id: the victim's open transaction ends by its timeout
     # (10 s), and whatever the victim had not committed is forwarded again, once.
-    second = forwarder(unique("successor"))
+    second = start_schedule_forwarder(system_topics, unique("successor"))
     try:
         records = read_committed(system_topics, topic, len(bodies), timeout=120)
     finally:

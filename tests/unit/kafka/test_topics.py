@@ -10,13 +10,16 @@ from adapter.kafka.topics import Replication, layout_problems, replication_for, 
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_the_layout_has_co_partitioned_transaction_topics_and_a_partition_per_level() -> None:
+def test_the_layout_has_co_partitioned_transaction_topics_and_a_partition_per_level_and_hop() -> (
+    None
+):
     specs = {s.name: s for s in system_layout(6, DelayLevels.parse("1s 2s 3s"))}
     assert {
         specs[n].partitions
         for n in (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)
     } == {6}
-    assert specs[naming.SCHEDULE_TOPIC].partitions == 3
+    assert specs[naming.SCHEDULE_TOPIC].partitions == 3 + 5, "3 levels, 5 fine hops"
+    assert specs[naming.SCHEDULE_TOPIC].grows_from == 3
     assert specs[naming.SCHEDULE_TOPIC].configs == {"message.timestamp.type": "LogAppendTime"}
     assert specs[naming.TRANS_CHECK_MAX_TIME_TOPIC].partitions == 1
 
@@ -37,11 +40,24 @@ def test_transaction_topics_that_are_not_co_partitioned_are_refused_with_the_rea
     assert any("co-partitioned" in p for p in problems)
 
 
-def test_a_schedule_topic_without_one_partition_per_level_is_refused() -> None:
+def test_a_schedule_topic_without_one_partition_per_level_and_hop_is_refused() -> None:
     problems = layout_problems(system_layout(8), {naming.SCHEDULE_TOPIC: 10}, {})
     assert problems == [
-        "SCHEDULE_TOPIC_XXXX has 10 partitions, expected 18 (one partition per delay level)"
+        "SCHEDULE_TOPIC_XXXX has 10 partitions, expected 23 (one partition per delay level "
+        "and per fine hop)"
     ]
+
+
+def test_a_schedule_topic_of_an_earlier_release_with_the_levels_only_may_grow() -> None:
+    assert layout_problems(system_layout(8), {naming.SCHEDULE_TOPIC: 18}, {}) == []
+
+
+def test_the_recall_topic_is_compacted_and_keeps_its_markers_a_day() -> None:
+    specs = {s.name: s for s in system_layout(8)}
+    recalls = specs[naming.TIMER_RECALL_TOPIC]
+    assert recalls.partitions == 1
+    assert recalls.configs["cleanup.policy"] == "compact"
+    assert recalls.configs["delete.retention.ms"] == "86400000"
 
 
 def test_a_schedule_topic_stamped_with_create_time_is_refused() -> None:

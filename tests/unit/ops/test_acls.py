@@ -51,7 +51,13 @@ def test_only_workers_write_op_and_deliver_to_real_and_retry_topics() -> None:
     assert "WRITE" in allowed(WORKER, "topic", OP)
     assert "WRITE" in allowed(WORKER, "topic", "Orders")
     assert "WRITE" in allowed(WORKER, "topic", naming.kafka_topic(naming.retry_topic("GID")))
-    assert allowed(WORKER, "topic", SCHEDULE) == {"READ"}
+    assert allowed(WORKER, "topic", SCHEDULE) == {"READ", "WRITE"}, "timers hop on"
+
+
+def test_applications_and_workers_both_read_and_write_the_recall_topic() -> None:
+    recalls = naming.kafka_topic(naming.TIMER_RECALL_TOPIC)
+    assert allowed(APP, "topic", recalls) == {"READ", "WRITE"}
+    assert allowed(WORKER, "topic", recalls) == {"READ", "WRITE"}
 
 
 def test_bindings_allow_each_operation_and_describe_from_any_host() -> None:

@@ -7,7 +7,7 @@ import pytest
 from adapter import properties as prop
 from adapter.message import ReceivedMessage
 from adapter.v5 import Message
-from adapter.v5.exception import IllegalArgumentException, UnsupportedException
+from adapter.v5.exception import IllegalArgumentException
 from adapter.v5.message import MessageType
 
 pytestmark = pytest.mark.timeout(30)
@@ -113,11 +113,10 @@ def test_a_body_over_the_limit_is_refused_with_the_limit_and_the_size() -> None:
         order(body=b"12345").type_for_send(transactional=False, max_body_size=4)
 
 
-def test_a_delivery_timestamp_is_refused_as_timer_messages_are_not_supported_yet() -> None:
+def test_a_message_with_a_delivery_timestamp_is_a_delay_message() -> None:
     timed = order()
     timed.delivery_timestamp = 1_900_000_000
-    with pytest.raises(UnsupportedException, match="timer messages.*not supported"):
-        timed.type_for_send(transactional=False, max_body_size=MAX)
+    assert timed.type_for_send(transactional=False, max_body_size=MAX) is MessageType.DELAY
 
 
 def test_a_transactional_message_may_not_have_a_group() -> None:

@@ -22,6 +22,8 @@ FIVE_X = {
             "begin_transaction",
             "send",
             "send_async",
+            "recall_message",
+            "recall_message_async",
             "startup",
             "shutdown",
             "is_running",
@@ -110,9 +112,12 @@ PUSH_CONSUMER = (
 
 
 def without_annotations(obj: type) -> str:
+    """The signature without annotations and without keyword-only adapter extensions."""
     signature = inspect.signature(obj)
     parameters = [
-        p.replace(annotation=inspect.Parameter.empty) for p in signature.parameters.values()
+        p.replace(annotation=inspect.Parameter.empty)
+        for p in signature.parameters.values()
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY
     ]
     return str(signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty))
 

@@ -1,0 +1,179 @@
+"""``RMQ_SYS_TIMER_RECALL`` on Kafka: a recaller's request and verdict, and the forwarder's view.
+
+Reproduces the broker side of RocketMQ 5.5's ``recallMessage`` with the protocol of
+:mod:`adapter.schedule.recall`:
+
+- :func:`recall` appends a RECALL record, then reads the topic read_committed from a minute
+  before the deliver time up to its own record: a DELIVERED marker of the same id before it
+  means the recall lost;
+- :class:`RecallView` is the forwarder's reader (read_uncommitted, so that it can read past the
+  markers of its own open transaction): every RECALL seen, by id, with its offset.
+
+Known gaps: the topic has one partition, so every recall and every timer delivery of the
+cluster passes through one leader (tiny records: thousands per second).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from adapter import naming
+from adapter.clock import SYSTEM_CLOCK, Clock
+from adapter.exceptions import AdapterError
+from adapter.kafka import clients, io
+from adapter.schedule import recall as rules
+from adapter.schedule.recall import Marker, RecallHandle
+
+log = logging.getLogger("adapter.schedule")
+
+RECALL_TOPIC = naming.kafka_topic(naming.TIMER_RECALL_TOPIC)
+PARTITION = 0
+_GROUP = "rmq-adapter-recall-reader"
+
+
+def marker(record: Any) -> Marker | None:
+    """The recall-topic record as a :class:`Marker`; None when it is not one of ours."""
+    key = record.key()
+    kind = next((v for k, v in record.headers() or () if k == rules.KIND_HEADER), None)
+    if key is None or kind is None:
+        return None
+    return Marker(record.offset() or 0, key.decode("utf-8", "replace"), kind)
+
+
+def recall(
+    producer: Producer,
+    conf: Mapping[str, Any],
+    handle: RecallHandle,
+    timeout_s: float,
+    *,
+    reports_served: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+) -> None:
+    """Recall the timer of ``handle``; :class:`AdapterError` when it was delivered already, or
+    when the verdict could not be read within ``timeout_s`` (the recall may then still hold)."""
+    now = clock.now_ms()
+    if now > handle.deliver_ms + rules.RECALL_HORIZON_MS:
+        raise AdapterError(
+            f"message {handle.message_id} was due {(now - handle.deliver_ms) // 1000} s ago: "
+            "too late to recall"
+        )
+    ack = io.produce_and_ack(
+        producer,
+        RECALL_TOPIC,
+        str(handle.deliver_ms).encode(),
+        timeout_s=timeout_s,
+        reports_served=reports_served,
+        what=f"recall of {handle.message_id}",
+        key=handle.message_id.encode(),
+        partition=PARTITION,
+        headers=[(rules.KIND_HEADER, rules.RECALL)],
+    )
+    markers = _read_up_to(conf, handle.deliver_ms - rules.SCAN_FROM_MS, ack.offset, timeout_s)
+    if rules.delivered_before(markers, handle.message_id, ack.offset):
+        # the RECALL record lost: a tombstone lets compaction remove it
+        io.produce(
+            producer,
+            RECALL_TOPIC,
+            None,
+            timeout_s=timeout_s,
+            key=handle.message_id.encode(),
+            partition=PARTITION,
+            headers=[(rules.KIND_HEADER, rules.DROPPED)],
+        )
+        if not reports_served:
+            producer.flush(timeout_s)
+        raise AdapterError(f"message {handle.message_id} was delivered already; cannot recall")
+
+
+def _read_up_to(
+    conf: Mapping[str, Any], from_ms: int, offset: int, timeout_s: float
+) -> list[Marker]:
+    """The committed markers from the first one stored at ``from_ms`` or later up to
+    ``offset`` (exclusive)."""
+    reader = clients.consumer({"group.id": _GROUP, **conf, **io.READER_SETTINGS})
+    try:
+        [start] = reader.offsets_for_times(
+            [TopicPartition(RECALL_TOPIC, PARTITION, max(0, from_ms))], timeout_s
+        )
+        begin = start.offset if 0 <= start.offset <= offset else offset
+        reader.assign([TopicPartition(RECALL_TOPIC, PARTITION, begin)])
+        markers = _read(reader, lambda: _position(reader) > offset, timeout_s)
+    finally:
+        reader.close()
+    return [m for m in markers if m.offset < offset]
+
+
+def _position(consumer: Consumer) -> int:
+    [tp] = consumer.position([TopicPartition(RECALL_TOPIC, PARTITION)])
+    return tp.offset
+
+
+def _read(consumer: Consumer, done: Callable[[], bool], timeout_s: float) -> list[Marker]:
+    deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+    markers: list[Marker] = []
+    while not done():
+        if SYSTEM_CLOCK.monotonic() > deadline:
+            raise AdapterError(
+                f"{naming.TIMER_RECALL_TOPIC} could not be read within {timeout_s:g} s; "
+                "the recall may still take effect"
+            )
+        for record in io.fetch(consumer, 500, 0.1):
+            error = record.error()
+            if error is None:
+                found = marker(record)
+                if found is not None:
+                    markers.append(found)
+            elif error.code() != KafkaError._PARTITION_EOF and not error.retriable():
+                raise AdapterError(f"reading {naming.TIMER_RECALL_TOPIC}: {error.str()}")
+    return markers
+
+
+class RecallView:
+    """The forwarder's reader of every RECALL, from the topic's start (compaction keeps it
+    short: a recall is removed once its timer was dropped)."""
+
+    def __init__(self, conf: Mapping[str, Any], client_id: str) -> None:
+        settings = {
+            **conf,
+            "group.id": _GROUP,
+            "client.id": client_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_uncommitted",
+            "auto.offset.reset": "earliest",
+        }
+        self._consumer = clients.consumer(settings)
+        self._consumer.assign([TopicPartition(RECALL_TOPIC, PARTITION, -2)])
+        self.recalls: dict[str, int] = {}
+        """Every recalled message id, with the offset of its first RECALL."""
+
+    def poll(self) -> None:
+        """Take in what has arrived, without waiting."""
+        self._take(io.fetch(self._consumer, 1000, 0))
+
+    def read_past(self, offset: int, timeout_s: float) -> None:
+        """Read up to and including ``offset``; :class:`AdapterError` after ``timeout_s``."""
+        for found in _read(self._consumer, lambda: _position(self._consumer) > offset, timeout_s):
+            self._note(found)
+
+    def forget(self, message_id: str) -> None:
+        """The timer was dropped: its recall is settled."""
+        self.recalls.pop(message_id, None)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _take(self, records: list[Any]) -> None:
+        for record in records:
+            if record.error() is None:
+                found = marker(record)
+                if found is not None:
+                    self._note(found)
+
+    def _note(self, found: Marker) -> None:
+        if found.kind == rules.RECALL:
+            self.recalls.setdefault(found.message_id, found.offset)
