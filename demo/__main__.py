@@ -12,7 +12,11 @@ A shop moves from RocketMQ to Kafka by changing one import. Its code runs unchan
 3. **Order events** are sent orderly per order (Created, Shipped); a fulfilment consumer sees each
    order's events in order, filtered by tag.
 4. **Payment reminders** are delayed messages at levels 1, 2 and 3 (1 s, 5 s, 10 s).
-5. **Spark** reads the real topics through its Kafka source (read_committed): the points job
+5. A **cart service written for the 5.x client** (``adapter.v5``, the other drop-in) sets a timer
+   message 3 s ahead for each declined order's cart (``delivery_timestamp``); ``Num1``'s
+   customer pays another way, so its timer is recalled (``recall_message``) and never arrives.
+   A 5.x ``PushConsumer`` expires the carts.
+6. **Spark** reads the real topics through its Kafka source (read_committed): the points job
    streams beside the shop and credits 1 point per currency unit of each committed payment into
    a Delta ledger (MERGE on the message id); the telemetry job then measures delay lateness and
    transaction outcomes.
@@ -55,6 +59,8 @@ OUT = ROOT / ".demo"
 PAYMENTS = "OrderPaid"
 EVENTS = "OrderEvents"
 REMINDERS = "PaymentReminders"
+CARTS = "CartExpiry"
+CART_TIMER_S = 3
 USERS = ("alice", "bob", "carol")
 DECLINED = {"Num0", "Num1"}
 UNDECIDED = {"Num8", "Num9"}
@@ -89,7 +95,7 @@ def table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
 def create_topics(bootstrap: str) -> None:
     """The shop's topics, 4 queues each, as `mqadmin updateTopic` would make them."""
     admin = clients.admin({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t, 4, 1) for t in (PAYMENTS, EVENTS, REMINDERS)])
+    futures = admin.create_topics([NewTopic(t, 4, 1) for t in (PAYMENTS, EVENTS, REMINDERS, CARTS)])
     for future in futures.values():
         future.result(timeout=30)
 
@@ -215,6 +221,9 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
         reminder.set_delay_time_level(level)
         events.send_sync(reminder)
 
+    carts = CartService(bootstrap)
+    carts.expire_later(sorted(DECLINED), recall={"Num1"})
+
     committed = {f"Num{n}" for n in range(10)} - DECLINED
     complete = wait_for(
         lambda: (
@@ -222,12 +231,14 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
             and retried
             and len(reminders) == 3
             and sum(len(v) for v in fulfilment.values()) == 20
+            and len(carts.expired) == 1
         ),
         timeout=90,
     )
     time.sleep(1.0)  # a duplicate would show up now
     payments.shutdown()
     events.shutdown()
+    carts.shutdown()
     for consumer in consumers:
         consumer.shutdown()
     return {
@@ -239,7 +250,48 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
         "fulfilment": fulfilment,
         "reminders": reminders,
         "committed": committed,
+        "carts": carts,
     }
+
+
+class CartService:
+    """The 5.x client's side of the shop: timers for unpaid carts, one recalled, and a 5.x
+    ``PushConsumer`` that expires them."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from adapter import v5
+
+        class Expire(v5.MessageListener):
+            def consume(listener, message):  # type: ignore[no-untyped-def]  # noqa: N805
+                waited = (time.time() * 1000 - message.delivery_timestamp) / 1000
+                self.expired.append((message.keys.pop(), CART_TIMER_S + waited))
+                return v5.ConsumeResult.SUCCESS
+
+        self.expired: list[tuple[str, float]] = []
+        self.recalled: list[str] = []
+        config = v5.ClientConfiguration(bootstrap, v5.Credentials())
+        self.producer = v5.Producer(config, (CARTS,))
+        self.producer.startup()
+        expression = v5.FilterExpression("Expire")
+        self.consumer = v5.PushConsumer(config, "GID_carts", Expire(), {CARTS: expression})
+        self.consumer.startup()
+
+    def expire_later(self, orders: list[str], recall: set[str]) -> None:
+        from adapter import v5
+
+        for order in orders:
+            timer = v5.Message()
+            timer.topic, timer.tag, timer.keys = CARTS, "Expire", order
+            timer.body = f"expire the cart of {order}".encode()
+            timer.delivery_timestamp = int(time.time() * 1000) + CART_TIMER_S * 1000
+            receipt = self.producer.send(timer)
+            if order in recall:
+                self.producer.recall_message(CARTS, receipt.recall_handle)
+                self.recalled.append(order)
+
+    def shutdown(self) -> None:
+        self.producer.shutdown()
+        self.consumer.shutdown()
 
 
 def report(seen: dict[str, object], spark_report, chart: Path) -> tuple[str, bool]:  # type: ignore[no-untyped-def]
@@ -251,6 +303,7 @@ def report(seen: dict[str, object], spark_report, chart: Path) -> tuple[str, boo
     fulfilment: dict[str, list[str]] = seen["fulfilment"]  # type: ignore[assignment]
     reminders: dict[str, tuple[int, float]] = seen["reminders"]  # type: ignore[assignment]
     retried: list[tuple[str, int]] = seen["retried"]  # type: ignore[assignment]
+    carts: CartService = seen["carts"]  # type: ignore[assignment]
     checks = [(order, times, at - seen["sent_at"]) for order, times, at in service.checks]  # type: ignore[operator]
 
     payments = []
@@ -280,6 +333,8 @@ def report(seen: dict[str, object], spark_report, chart: Path) -> tuple[str, boo
         and all(wait >= (1, 5, 10)[level - 1] for level, wait in late)
         and all(expected == got for _u, _p, expected, got in members)
         and sorted({o for o, _t, _at in checks}) == sorted(UNDECIDED)
+        and [order for order, _ in carts.expired] == ["Num0"]
+        and all(wait >= CART_TIMER_S for _, wait in carts.expired)
     )
     lines = [
         "rmq-kafka-adapter demo: a shop's RocketMQ code on Apache Kafka",
@@ -295,6 +350,11 @@ def report(seen: dict[str, object], spark_report, chart: Path) -> tuple[str, boo
         f"{sum(len(v) for v in fulfilment.values())} events, each order in order: {in_order}",
         "payment reminders (delayed): "
         + ", ".join(f"level {level} after {wait:.2f} s" for level, wait in late),
+        "",
+        f"cart expiry (5.x client: timer messages {CART_TIMER_S} s ahead, a 5.x PushConsumer): "
+        + ", ".join(f"{order} expired after {wait:.2f} s" for order, wait in carts.expired)
+        + "; "
+        + ", ".join(f"{order} recalled, never delivered" for order in carts.recalled),
         "",
         "points per member (Spark points job, Delta ledger) = committed payments",
         table(("member", "paid (EUR)", "expected points", "ledger points"), members),

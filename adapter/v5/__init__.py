@@ -8,11 +8,10 @@ core), ``FilterExpression``, ``FilterType``, ``Message``, ``SendReceipt``,
 ``ClientConfiguration`` and ``Credentials``; the exceptions are in :mod:`adapter.v5.exception`
 (``rocketmq.v5.exception``). Endpoints are Kafka bootstrap servers. Underneath are the 2.0
 client's send core and transactional producer, so messages and transactions of both clients
-share one wire format, one set of system topics and one coordinator.
+share one wire format, one set of system topics and one coordinator. Timer messages
+(``delivery_timestamp``, up to 40 days) and ``recall_message`` ride on the schedule forwarder.
 
-Known gaps: no lite clients; no timer messages
-(``delivery_timestamp``) or ``recall_message``; no namespaces. Each module lists its own
-differences.
+Known gaps: no lite clients; no namespaces. Each module lists its own differences.
 """
 
 from __future__ import annotations

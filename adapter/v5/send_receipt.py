@@ -8,9 +8,9 @@ is, ``offset`` is its Kafka offset.
 Known gaps: ``transaction_id`` of a transactional send equals ``message_id`` (the message's
 ``UNIQ_KEY`` is its transaction id, as in RocketMQ 4); the proxy of 5.x makes a separate one.
 The queue of a transactional send is the half message's (``RMQ_SYS_TRANS_HALF_TOPIC``,
-partition p): the real topic's queue is chosen when the commit is applied. ``recall_handle``
-is always ``None`` (no timer messages yet). ``MessageQueue`` has no broker endpoints or
-permissions.
+partition p): the real topic's queue is chosen when the commit is applied; likewise a timer
+message's queue and offset are those of its first hop in ``SCHEDULE_TOPIC_XXXX``. Only a timer
+message has a ``recall_handle``. ``MessageQueue`` has no broker endpoints or permissions.
 """
 
 from __future__ import annotations

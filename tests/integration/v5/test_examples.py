@@ -224,3 +224,23 @@ def test_the_push_consumer_example_consumes_what_is_sent(own_kafka, tmp_path) ->
         producer.shutdown()
     example.press_enter()
     example.finish()  # upstream's example leaves without shutdown(): the process must still end
+
+
+def test_the_delay_producer_example_s_message_arrives_ten_seconds_later_not_before(
+    example_topic: str, admin: AdminClient, start_forwarder, tmp_path
+) -> None:
+    """Upstream's example gives ``delivery_timestamp`` in seconds (``int(time.time()) + 10``);
+    it is read as such."""
+    ensure_topic(admin, "delay-topic")
+    start_forwarder()
+    example = Example("delay_producer_example.py", example_topic, tmp_path)
+    [sent] = example.printed("send message success")
+    sent_at = time.time() * 1000
+    example.finish()
+
+    message_id = MESSAGE_ID.search(sent).group(1)  # type: ignore[union-attr]
+    [record] = records_with_ids(example_topic, "delay-topic", {message_id}, timeout=60)
+    deliver_at = int(dict(record.headers())[prop.TIMER_DELIVER_MS])
+    assert 8_000 <= deliver_at - sent_at <= 10_500, "ten seconds from the example's send"
+    assert record.timestamp()[1] >= deliver_at, "not before"
+    assert record.value() == b"hello, rocketmq."
