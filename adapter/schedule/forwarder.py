@@ -42,7 +42,7 @@ from adapter.kafka.io import caught_up, fetch
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.schedule import recall, timer
-from adapter.schedule.due import corrected_due_ms, due_ms
+from adapter.schedule.due import level_due_ms
 from adapter.schedule.head_of_line import Entry, HeadOfLine
 from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
@@ -165,23 +165,24 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         partition = record.partition()
         if partition not in self._assigned:
             return
-        now = self.clock.now_ms()
+        now, offset = self.clock.now_ms(), record.offset() or 0
         headers: dict[str, Any] = dict(record.headers() or ())
         value = record.value() or b""
+        if timer.DELIVER_HEADER not in headers:  # a delayed message of a level
+            _, store_ms = record.timestamp()
+            due = level_due_ms(store_ms, self._hops.delay_ms(partition), now)
+            self._heads.push(Entry(partition, offset, due, Parked(value)))
+            return
         try:
             deliver_ms = int(headers[timer.DELIVER_HEADER])
             hop_due = int(headers[timer.HOP_DUE_HEADER])
             message_id = headers[prop.UNIQ_KEY].decode()
-        except (KeyError, ValueError, UnicodeDecodeError):  # a delayed message of a level
-            level = min(partition + 1, self.config.levels.max_level)
-            _, store_ms = record.timestamp()
-            levels = self.config.levels
-            due = corrected_due_ms(due_ms(store_ms, level, levels), now, level, levels)
-            self._heads.push(Entry(partition, record.offset() or 0, due, Parked(value)))
+        except (KeyError, ValueError, UnicodeDecodeError) as exc:
+            self._doomed[(partition, offset)] = f"corrupt: timer headers ({exc!r})"
+            self._heads.push(Entry(partition, offset, now, Parked(value)))
             return
         due = timer.hop_due_ms(hop_due, now, partition, self._hops)
-        parked = Parked(value, message_id, deliver_ms)
-        self._heads.push(Entry(partition, record.offset() or 0, due, parked))
+        self._heads.push(Entry(partition, offset, due, Parked(value, message_id, deliver_ms)))
 
     def _update_pauses(self) -> None:
         """Pause each level whose head is not due; resume it once the head is due."""

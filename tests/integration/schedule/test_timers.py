@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from adapter import naming
 from adapter import properties as prop
 from adapter.clock import ManualClock
 from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.kafka import clients
 from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.v5 import ClientConfiguration, Credentials, Message, Producer
 from adapter.v5.exception import BadRequestException, IllegalArgumentException
@@ -225,3 +227,33 @@ def test_a_forwarder_killed_mid_burst_of_timers_delivers_each_once_and_never_ear
     assert set(counts) == set(bodies), "no timer lost"
     assert [b for b, c in counts.items() if c > 1] == [], "no timer twice"
     assert_never_early(records)
+
+
+def test_a_timer_record_with_foreign_headers_is_parked_with_the_reason_and_timers_go_on(
+    make_v5_producer: MakeV5Producer, system_topics: str, start_forwarder, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    raw = clients.producer({"bootstrap.servers": system_topics})
+    foreign: list = []
+    raw.produce(
+        naming.kafka_topic(naming.SCHEDULE_TOPIC),
+        b"whatever",
+        partition=18,  # the 50 ms hop
+        headers=[(prop.TIMER_DELIVER_MS, b"tomorrow")],
+        on_delivery=lambda _e, m: foreign.append(m),
+    )
+    assert raw.flush(10) == 0
+    make_v5_producer().send(timer(topic, "after the foreign one", now_ms() + 100))
+    start_forwarder()
+
+    [record] = read_committed(system_topics, topic, 1)
+    assert record.value() == b"after the foreign one"
+    offset = str(foreign[0].offset()).encode()
+    [parked] = [
+        r
+        for r in read_committed(system_topics, naming.POISON_TOPIC, 1, timeout=30)
+        if dict(r.headers()).get("source.offset") == offset
+        and dict(r.headers()).get("source.partition") == b"18"
+    ]
+    assert parked.value() == b"whatever", "kept as it was"
+    assert dict(parked.headers())["reason"].startswith(b"corrupt: timer headers")
