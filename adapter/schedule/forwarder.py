@@ -46,6 +46,7 @@ from adapter.schedule.due import level_due_ms
 from adapter.schedule.head_of_line import Entry, HeadOfLine
 from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
+from adapter.schedule.recall_log import RECALL_TOPIC as RECALLS
 from adapter.schedule.recall_log import RecallView
 
 log = logging.getLogger("adapter.schedule")
@@ -102,7 +103,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        io.require_visible(self.config.kafka.librdkafka({}), [SCHEDULE], "READ", 10.0)
+        io.require_visible(self.config.kafka.librdkafka({}), [SCHEDULE, RECALLS], "READ", 10.0)
         check_schedule_partitions(self.topics, self.config.levels)
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         consumer = clients.consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP))
