@@ -27,7 +27,8 @@ _SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 
 @dataclass(frozen=True, slots=True)
 class LevelRow:
-    level: int
+    level: int | str
+    """The delay level, or a timer's fine hop (``fine-50ms``)."""
     delay_ms: int
     backlog: int
     oldest_due_ms: int | None
@@ -61,10 +62,11 @@ def gather(
                 low, high = reader.get_watermark_offsets(partitions[p], timeout=timeout_s)
                 start = max(position, low) if position >= 0 else low
                 oldest = _store_time(reader, p, start) if start < high else None
-                delay = hops.delay_ms(p) if p < hops.partitions else levels.delay_ms(1)
-                level_rows.append(
-                    LevelRow(p + 1, delay, high - start, None if oldest is None else oldest + delay)
-                )
+                known = p < hops.partitions
+                delay = hops.delay_ms(p) if known else levels.delay_ms(1)
+                name = (hops.level_of(p) or hops.label(p)) if known else p + 1
+                due = None if oldest is None else oldest + delay
+                level_rows.append(LevelRow(name, delay, high - start, due))
         group_rows: list[GroupRow] = []
         groups: dict[str, dict[str, str]] = {}
         for kafka_topic in topics:
@@ -107,7 +109,9 @@ def _store_time(reader: Consumer, partition: int, offset: int) -> int | None:
 
 def _duration(ms: int) -> str:
     seconds = abs(ms) // 1000
-    if seconds < 120:
+    if abs(ms) < 1000:
+        text = f"{abs(ms)}ms"
+    elif seconds < 120:
         text = f"{seconds}s"
     elif seconds < 7200:
         text = f"{seconds // 60}m"
@@ -119,7 +123,7 @@ def _duration(ms: int) -> str:
 def render(levels: list[LevelRow], groups: list[GroupRow], now_ms: int) -> str:
     """A plain-text report (pure: given the rows and the time)."""
     now = now_ms
-    lines = [f"{'level':>5}  {'delay':>6}  {'backlog':>8}  oldest due"]
+    lines = [f"{'level':>10}  {'delay':>6}  {'backlog':>8}  oldest due"]
     for row in levels:
         if row.oldest_due_ms is None:
             due = "-"
@@ -128,7 +132,7 @@ def render(levels: list[LevelRow], groups: list[GroupRow], now_ms: int) -> str:
         else:
             due = f"in {_duration(row.oldest_due_ms - now)}"
         delay = _duration(row.delay_ms)
-        lines.append(f"{row.level:>5}  {delay:>6}  {row.backlog:>8}  {due}")
+        lines.append(f"{row.level!s:>10}  {delay:>6}  {row.backlog:>8}  {due}")
     if not levels:
         lines.append(f"  ({naming.SCHEDULE_TOPIC} does not exist: run `rmq-adapter topics init`)")
     lines.append("")

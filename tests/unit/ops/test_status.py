@@ -20,6 +20,11 @@ def test_a_level_with_a_backlog_says_when_its_oldest_record_falls_due() -> None:
     assert lines[2].split() == ["18", "2h", "3", "in", "119m"]
 
 
+def test_a_timer_s_fine_hop_shows_as_such_with_its_delay_in_milliseconds() -> None:
+    text = render([LevelRow("fine-50ms", 50, 2, None)], [], NOW)
+    assert text.splitlines()[1].split() == ["fine-50ms", "50ms", "2", "-"]
+
+
 def test_an_overdue_level_says_by_how_much() -> None:
     text = render([LevelRow(2, 5000, 7, NOW - 45_000)], [], NOW)
     assert "overdue by 45s" in text
