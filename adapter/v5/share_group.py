@@ -17,8 +17,9 @@ share group (KIP-932):
   librdkafka refuses a poll while a record of the previous one is unacknowledged, so a member
   polls only when it holds nothing, and the consumer keeps a pool of them. Every call to a
   member goes through its lock (a ``ShareConsumer`` is not thread-safe). ``settle``
-  acknowledges (ACCEPT or RELEASE) and commits at once, and reports per partition what Kafka
-  refused.
+  acknowledges (ACCEPT or RELEASE) and commits before it returns, and reports per partition
+  what Kafka refused; the acknowledgements of threads that settle at the same time share one
+  commit (group commit).
 
 - :func:`group_in_the_way` finds a Kafka consumer group of the same name (a 2.0
   ``PushConsumer``'s): Kafka group ids are one namespace, and a share group cannot take it.
@@ -34,7 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, ConsumerGroupType, KafkaError, KafkaException
@@ -162,6 +163,20 @@ def configure_group(
     log.info("share group %s configured: %s", group, settings, extra={"group": group})
 
 
+@dataclass(eq=False)
+class _Acks:
+    """One caller's acknowledgements in a group commit, and, once committed, what Kafka
+    refused."""
+
+    records: Sequence[tuple[KafkaRecord, AcknowledgeType]]
+    partial: dict[tuple[str, int], KafkaException] = field(default_factory=dict)
+    refused: dict[tuple[str, int], KafkaException] | None = None
+
+
+def _key(record: KafkaRecord) -> tuple[str, int]:
+    return (str(record.topic()), int(record.partition() or 0))
+
+
 class Member:
     """One share consumer of the pool: polled only when it holds nothing."""
 
@@ -182,6 +197,9 @@ class Member:
         self.fatal: KafkaError | None = None
         """librdkafka's fatal error, after which this share consumer is of no use."""
         self._lock = threading.Lock()
+        self._acks = threading.Condition()
+        self._waiting: list[_Acks] = []
+        self._settling = False
         self._clock = clock
         conf: dict[str, Any] = {
             "group.id": group,
@@ -227,27 +245,61 @@ class Member:
     def settle(
         self, records: Sequence[tuple[KafkaRecord, AcknowledgeType]], timeout_s: float
     ) -> dict[tuple[str, int], KafkaException]:
-        """Acknowledge ``records`` and commit; what Kafka refused, per (topic, partition)."""
+        """Acknowledge ``records`` and commit; what Kafka refused, per (topic, partition).
+
+        Group commit: while one caller's commit is in flight, the acknowledgements of others
+        wait, and the next of them commits them all in one ``commit_sync``; each caller still
+        returns only once Kafka answered for its own records."""
         if not records:
             return {}
+        mine = _Acks(records)
+        with self._acks:
+            self._waiting.append(mine)
+            while mine.refused is None and self._settling:
+                self._acks.wait()
+            if mine.refused is not None:
+                return mine.refused
+            self._settling = True
+            group, self._waiting = self._waiting, []
+        try:
+            self._settle_group(group, timeout_s)
+        finally:
+            with self._acks:
+                self._settling = False
+                for acks in group:
+                    if acks.refused is None:  # the group commit itself raised
+                        failure = KafkaException(KafkaError(KafkaError._FAIL, "not committed"))
+                        acks.refused = {_key(r): failure for r, _ in acks.records}
+                self._acks.notify_all()
+        return mine.refused if mine.refused is not None else {}
+
+    def _settle_group(self, group: list[_Acks], timeout_s: float) -> None:
         with self._lock:
             self._window.acknowledged(self._clock.monotonic())
-            refused: dict[tuple[str, int], KafkaException] = {}
-            for record, kind in records:
-                try:
-                    self._client.acknowledge(record, kind)
-                except (KafkaException, RuntimeError, ValueError) as exc:
-                    # No longer in flight (this member left the group meanwhile).
-                    key = (str(record.topic()), int(record.partition() or 0))
-                    refused[key] = KafkaException(KafkaError(KafkaError._STATE, str(exc)))
+            for acks in group:
+                refused: dict[tuple[str, int], KafkaException] = {}
+                for record, kind in acks.records:
+                    try:
+                        self._client.acknowledge(record, kind)
+                    except (KafkaException, RuntimeError, ValueError) as exc:
+                        # No longer in flight (this member left the group meanwhile).
+                        refused[_key(record)] = KafkaException(
+                            KafkaError(KafkaError._STATE, str(exc))
+                        )
+                acks.partial = refused
             try:
                 result = self._client.commit_sync(timeout_s)
             except KafkaException as exc:
-                return {(str(r.topic()), int(r.partition() or 0)): exc for r, _kind in records}
-        for tp, failure in result.items():
-            if failure is not None:
-                refused[(tp.topic, tp.partition)] = failure
-        return refused
+                for acks in group:
+                    acks.refused = {_key(r): exc for r, _kind in acks.records}
+                return
+        failed = {(tp.topic, tp.partition): f for tp, f in result.items() if f is not None}
+        for acks in group:
+            refused = dict(acks.partial)
+            for record, _kind in acks.records:
+                if _key(record) in failed:
+                    refused[_key(record)] = failed[_key(record)]
+            acks.refused = refused
 
     def close(self) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ from adapter import naming
 from adapter.kafka import clients
 from adapter.v5 import FilterExpression, Message, SimpleConsumer
 from adapter.v5.exception import BadRequestException, IllegalStateException
-from tests.integration.v5.conftest import MakeSimpleConsumer, MakeV5Producer
+from tests.integration.v5.conftest import LOCK_S, MakeSimpleConsumer, MakeV5Producer
 from tests.support import read_committed, wait_until
 from tests.workers import start_worker
 
@@ -60,6 +60,38 @@ def test_a_received_and_acked_message_is_delivered_once(
     assert consumer.receive(10, 10) == []  # nothing more within the 2 s long poll
     with pytest.raises(BadRequestException, match="invalid or expired"):
         consumer.ack(got)  # a second ack of the same delivery
+
+
+def test_four_threads_acking_at_once_share_commits_and_each_message_is_delivered_once(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(2)
+    producer = make_v5_producer()
+    sent = {producer.send(message(topic, f"m{i}".encode())).message_id for i in range(200)}
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
+    acked: list[str] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + 60
+
+    def receive_and_ack() -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                if len(acked) >= len(sent):
+                    return
+            for got in consumer.receive(16, 10):
+                consumer.ack(got)  # returns once Kafka took it, shared commit or not
+                with lock:
+                    acked.append(got.message_id)
+
+    threads = [threading.Thread(target=receive_and_ack) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+
+    assert sorted(acked) == sorted(sent), "every message acked, once"
+    time.sleep(LOCK_S + 1)  # a message whose ack was lost would be delivered again by now
+    assert consumer.receive(32, 10) == [], "nothing comes back"
 
 
 def test_receive_returns_at_most_the_asked_count_and_the_async_variants_work(
