@@ -34,10 +34,25 @@ started JVMs run cold (RocketMQ's first thousand transactions ran at a third of 
   after the last expected one arrived; 3 runs per interval (1 with ``--quick``), each on a topic
   of its own, as RocketMQ's duplicates come in some runs and not in others.
 
+- 5.x SimpleConsumer: per phase a topic of its own pre-filled with S messages (default 5,000,
+  100 B; RocketMQ: a NORMAL topic, ``Producer.send`` from 8 threads; the adapter: the 5.x
+  ``Producer``'s ``send_async``), then drained by ``receive(32, 30 s)`` + ``ack`` each, from 1
+  thread, then from 4 threads sharing one ``SimpleConsumer`` (the official one; the adapter's
+  ``adapter.v5.SimpleConsumer``, ``bench/simple_consumer.py``'s loop on both). msgs/s from the
+  first received message to the last ack; received, distinct, duplicates, missing. An untimed
+  1-thread phase of the warm-up size comes first on each side. RocketMQ waits 1.5 s between
+  ``startup()`` and the first ``receive``; the adapter's first receive waits for its share group
+  join; neither is in the rate. Long polls: 2 s on the adapter, 5 s on RocketMQ (its proxy's
+  least); they only wait once the topic is drained.
+
+``--workloads simple`` (or any of transactions, normal, delays, simple, seed) runs only those, on
+both sides; ``--simple N`` sets S.
+
 The table (workload | RocketMQ | adapter | adapter/RocketMQ, with the better direction) goes to
 the terminal and, as Markdown, to ``bench/.out/rocketmq/report.md`` for BENCHMARKS.md. ``--quick``
 makes every count small (about 5 minutes in all); the default sizes take about 8 minutes on 2
-cores. JVM, coordinator and client logs stay under ``bench/.out/rocketmq/``.
+cores, measured before the SimpleConsumer workload, which adds about 30 s a side. JVM,
+coordinator and client logs stay under ``bench/.out/rocketmq/``.
 """
 
 from __future__ import annotations
@@ -58,7 +73,11 @@ from bench.rocketmq_figures import (
     DEFAULT_CHECK_INTERVAL_MS,
     FAST_CHECK_INTERVAL_MS,
     SEED_EXPECTED,
+    SIMPLE_BATCH,
+    SIMPLE_INVISIBLE_S,
+    WORKLOADS,
     Delayed,
+    Drained,
     Figures,
     Latency,
     Seed,
@@ -88,10 +107,29 @@ def _rate(t: Throughput | None) -> str:
     return text
 
 
-def _higher(ours: Throughput | None, theirs: Throughput | None) -> str:
+def _higher(ours: Throughput | Drained | None, theirs: Throughput | Drained | None) -> str:
     if ours is None or theirs is None or not theirs.per_second:
         return "-"
     return f"{ours.per_second / theirs.per_second:.2f}x (higher is better)"
+
+
+def _drained(d: Drained | None) -> str:
+    if d is None:
+        return "failed"
+    text = (
+        f"{d.per_second:,.0f}/s; {d.received:,} received, {d.distinct:,} distinct, "
+        f"{d.duplicates} duplicates, {d.missing} missing"
+    )
+    extra = [
+        f"{n} {what}"
+        for n, what in (
+            (d.redelivered, "with delivery attempt > 1"),
+            (d.ack_failures, "acks refused"),
+            (d.receive_errors, "receive errors"),
+        )
+        if n
+    ]
+    return text + "".join(f", {e}" for e in extra)
 
 
 def _latency(value: Latency | None) -> str:
@@ -179,33 +217,42 @@ def _row(rmq: Figures, ours: Figures, *cells: str) -> tuple[str, str, str, str]:
 
 
 def _rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str, str]]:
-    out = [
-        (
-            f"transactional, committed msgs/s end to end ({sizes.tx_messages:,}, 8 threads, 100 B)",
-            _rate(rmq.tx),
-            _rate(ours.tx),
-            _higher(ours.tx, rmq.tx),
-        ),
-        (
-            f"commit-to-visible, paced {sizes.pace:,.0f}/s ({sizes.paced:,}): p50 / p99 / max ms",
-            _latency(rmq.tx_paced),
-            _latency(ours.tx_paced),
-            _lower(ours.tx_paced, rmq.tx_paced),
-        ),
-        (
-            "commit-to-visible under load (the throughput run): p50 / p99 / max ms",
-            _latency(rmq.tx_under_load),
-            _latency(ours.tx_under_load),
-            _lower(ours.tx_under_load, rmq.tx_under_load),
-        ),
-        (
-            f"normal sync sends/s ({sizes.normal:,}, 8 threads, 100 B)",
-            _rate(rmq.normal),
-            _rate(ours.normal),
-            _higher(ours.normal, rmq.normal),
-        ),
-    ]
-    for delay_s in sizes.delays_s:
+    """The rows of the workloads that ran (``sizes.workloads``), in the table's order."""
+    wanted = set(sizes.workloads)
+    out: list[tuple[str, str, str, str]] = []
+    if "transactions" in wanted:
+        out += [
+            (
+                f"transactional, committed msgs/s end to end ({sizes.tx_messages:,}, 8 threads, "
+                "100 B)",
+                _rate(rmq.tx),
+                _rate(ours.tx),
+                _higher(ours.tx, rmq.tx),
+            ),
+            (
+                f"commit-to-visible, paced {sizes.pace:,.0f}/s ({sizes.paced:,}): p50 / p99 / max "
+                "ms",
+                _latency(rmq.tx_paced),
+                _latency(ours.tx_paced),
+                _lower(ours.tx_paced, rmq.tx_paced),
+            ),
+            (
+                "commit-to-visible under load (the throughput run): p50 / p99 / max ms",
+                _latency(rmq.tx_under_load),
+                _latency(ours.tx_under_load),
+                _lower(ours.tx_under_load, rmq.tx_under_load),
+            ),
+        ]
+    if "normal" in wanted:
+        out.append(
+            (
+                f"normal sync sends/s ({sizes.normal:,}, 8 threads, 100 B)",
+                _rate(rmq.normal),
+                _rate(ours.normal),
+                _higher(ours.normal, rmq.normal),
+            )
+        )
+    for delay_s in sizes.delays_s if "delays" in wanted else ():
         for paced in (False, True):
             name = delay_name(delay_s, paced)
             how = (
@@ -221,18 +268,30 @@ def _rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str
                     _delay_ratio(ours.delays.get(name), rmq.delays.get(name)),
                 )
             )
+    for threads in sizes.simple_threads if "simple" in wanted else ():
+        sharing = "1 thread" if threads == 1 else f"{threads} threads sharing it"
+        out.append(
+            (
+                f"5.x SimpleConsumer, `receive({SIMPLE_BATCH}, {SIMPLE_INVISIBLE_S})` + `ack` "
+                f"each, {sharing} ({sizes.simple:,} pre-filled, 100 B): msgs/s",
+                _drained(rmq.simple.get(threads)),
+                _drained(ours.simple.get(threads)),
+                _higher(ours.simple.get(threads), rmq.simple.get(threads)),
+            )
+        )
     for interval, label in (
         (DEFAULT_CHECK_INTERVAL_MS, "default check interval (30 s)"),
         (FAST_CHECK_INTERVAL_MS, "check interval 1 s"),
     ):
-        out.append(
-            (
-                f"seed 004 (Num0..Num9), {label}: delivered",
-                _seed(rmq.seeds.get(interval)),
-                _seed(ours.seeds.get(interval)),
-                _seed_ratio(ours.seeds.get(interval), rmq.seeds.get(interval)),
+        if "seed" in wanted:
+            out.append(
+                (
+                    f"seed 004 (Num0..Num9), {label}: delivered",
+                    _seed(rmq.seeds.get(interval)),
+                    _seed(ours.seeds.get(interval)),
+                    _seed_ratio(ours.seeds.get(interval), rmq.seeds.get(interval)),
+                )
             )
-        )
     return out
 
 
@@ -268,22 +327,41 @@ def report(sizes: Sizes, rmq: Figures, ours: Figures, command: str, seconds: flo
                 f"{figures.system} seed 004, check interval {interval} ms, check-backs "
                 f"(s after the first send): {checks}"
             )
-    quick = " (--quick)" if "--quick" in command else ""
+    for figures in (rmq, ours):
+        for threads, d in sorted(figures.simple.items()):
+            first = "-" if d.first_after_s is None else f"{d.first_after_s:.1f} s"
+            notes.append(
+                f"{figures.system} SimpleConsumer, {threads} thread(s): pre-filled at "
+                f"{d.filled_per_second:,.0f} msgs/s; first message {first} after creating the "
+                "consumer"
+            )
+    how = ["--quick"] if "--quick" in command else []
+    if set(sizes.workloads) != set(WORKLOADS):
+        how.append(f"workloads: {', '.join(sizes.workloads)}")
+    quick = f" ({'; '.join(how)})" if how else ""
+    seed_line = (
+        [
+            "",
+            f"Seed 004 expects exactly {SEED_EXPECTED[0]}..{SEED_EXPECTED[-1]}, once each; "
+            f"{sizes.seed_runs} run(s) per check interval, each on a topic of its own, "
+            f"duplicates watched for {sizes.seed_watch_s:.0f} s after the last expected message "
+            "arrived.",
+        ]
+        if "seed" in sizes.workloads
+        else []
+    )
     lines = [
         f"## The adapter beside Apache RocketMQ 5.4.0{quick}",
         "",
         f"{time.strftime('%Y-%m-%d')}, {machine()}; RocketMQ 5.4.0 (name server + proxy in Local "
         f"mode, one broker) through rocketmq-python-client 5.1.2; rmq-kafka-adapter "
-        f"{adapter.__version__} on Apache Kafka {kafka_version()} (one local broker) with its "
-        f"worker processes. The two systems never ran at the same time; their clients ran on the "
-        f"same machine; "
+        f"{adapter.__version__} on Apache Kafka {kafka_version()} (one local broker) with the "
+        f"worker processes its workloads need. The two systems never ran at the same time; "
+        f"their clients ran on the same machine; "
         f"{seconds / 60:.0f} minutes in all. `{command}`.",
         "",
         markdown(rows(sizes, rmq, ours)),
-        "",
-        f"Seed 004 expects exactly {SEED_EXPECTED[0]}..{SEED_EXPECTED[-1]}, once each; "
-        f"{sizes.seed_runs} run(s) per check interval, each on a topic of its own, duplicates "
-        f"watched for {sizes.seed_watch_s:.0f} s after the last expected message arrived.",
+        *seed_line,
     ]
     if notes:
         lines += ["", "Notes:", "", *(f"- {n}" for n in notes)]
@@ -320,6 +398,14 @@ def main() -> None:
         choices=("rocketmq", "adapter"),
         help="run one side only (the other column stays empty)",
     )
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=WORKLOADS,
+        metavar="WORKLOAD",
+        help=f"run only these ({', '.join(WORKLOADS)}); default all",
+    )
+    parser.add_argument("--simple", type=int, help="SimpleConsumer messages per phase")
     parser.add_argument("--tx-messages", type=int, help="transactional throughput messages")
     parser.add_argument("--seed-watch", type=float, help="seconds to watch for duplicates")
     parser.add_argument("--seed-runs", type=int, help="seed 004 runs per check interval")
@@ -339,6 +425,10 @@ def main() -> None:
         sizes = replace(sizes, seed_watch_s=args.seed_watch)
     if args.seed_runs:
         sizes = replace(sizes, seed_runs=args.seed_runs)
+    if args.simple:
+        sizes = replace(sizes, simple=args.simple)
+    if args.workloads:
+        sizes = replace(sizes, workloads=tuple(w for w in WORKLOADS if w in args.workloads))
     rmq, ours = Figures("RocketMQ"), Figures("adapter")
     started = time.monotonic()
     sides: list[tuple[str, Callable[[Sizes, Figures], None], Figures]] = [

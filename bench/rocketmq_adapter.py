@@ -11,6 +11,9 @@ workers as their own processes, as in production.
 - Delayed messages: delay levels 1 and 2 (1 s, 5 s), one schedule forwarder process
   (``bench.delay.Forwarder``). Due time = the SCHEDULE record's LogAppendTime + the level's delay
   (``bench.delay.due_times``), received = when a read_committed reader of the real topic got it.
+- 5.x SimpleConsumer: per phase a topic of 4 partitions pre-filled by the 5.x ``Producer``'s
+  ``send_async``, drained by ``adapter.v5.SimpleConsumer`` (``bench.simple_consumer``: a share
+  group of its own, ``receive(32, 30 s)`` + ``ack`` each, 1 then 4 threads sharing one consumer).
 - Seed 004: a coordinator with the default check interval, then one with ``--check-interval-ms
   1000``; a read_committed reader counts every record of the real topic.
 """
@@ -23,6 +26,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from adapter import properties as prop
@@ -42,7 +46,12 @@ from bench.rocketmq_figures import (
     SEED_ROLLBACK,
     SEED_SEND_GAP_S,
     SEED_UNKNOWN,
+    SIMPLE_BATCH,
+    SIMPLE_IDLE_S,
+    SIMPLE_INVISIBLE_S,
+    SIMPLE_TIMEOUT_S,
     Delayed,
+    Drained,
     Figures,
     Latency,
     Seed,
@@ -51,8 +60,10 @@ from bench.rocketmq_figures import (
     body,
     delay_name,
     now_ms,
+    simple_runs,
 )
 from bench.rocketmq_server import OUT as ROCKETMQ_OUT
+from bench.simple_consumer import adapter_phase, fill
 from bench.transactions import Reader, Transactions, run_threads, visible_latencies
 
 OUT: Path = ROCKETMQ_OUT / "adapter"
@@ -244,6 +255,21 @@ def delays(bootstrap: str, sizes: Sizes, figures: Figures) -> None:
         forwarder.stop()
 
 
+def simple(bootstrap: str, sizes: Sizes, figures: Figures) -> None:
+    """The 5.x SimpleConsumer draining a pre-filled topic, per phase (``simple_runs``)."""
+
+    def drain(phase: str, n: int, threads: int) -> Drained:
+        topic = new_topic(bootstrap, 4, f"Simple{phase}")
+        filled = fill(bootstrap, topic, n)
+        tally = adapter_phase(
+            bootstrap, topic, n, threads, SIMPLE_BATCH, SIMPLE_INVISIBLE_S, SIMPLE_IDLE_S,
+            SIMPLE_TIMEOUT_S,
+        )  # fmt: skip
+        return Drained.of(tally, threads, filled)
+
+    simple_runs(sizes, figures, drain)
+
+
 class SeedProducer:
     """The seed's local transaction and check-back, on the drop-in ``TransactionMQProducer``."""
 
@@ -305,27 +331,33 @@ def seeds(bootstrap: str, check_interval_ms: int, sizes: Sizes, figures: Figures
 
 
 def run(sizes: Sizes, figures: Figures) -> None:
-    """Every workload on a Kafka broker of its own, with the adapter's workers."""
+    """The workloads of ``sizes.workloads`` on a Kafka broker of its own, with the adapter's
+    workers (the transaction coordinator only for transactions and seed 004)."""
     logging.getLogger("adapter").setLevel(logging.WARNING)
+    wanted = set(sizes.workloads)
     with kafka() as bootstrap, contextlib.ExitStack() as stack:
         log.info("adapter: Kafka broker at %s", bootstrap)
         topics.init_topics({"bootstrap.servers": bootstrap}, topics.system_layout(8, LEVELS))
-        coordinator = Coordinator(bootstrap, OUT, "default")
-        stack.callback(coordinator.stop)
-        coordinator.wait_ready()
-        figures.attempt(
-            "transactional throughput and latency",
-            lambda: transactions(bootstrap, coordinator, sizes, figures),
-        )
-        figures.attempt("normal sync sends", lambda: normal_sends(bootstrap, sizes, figures))
-        figures.attempt("delayed messages", lambda: delays(bootstrap, sizes, figures))
-        seeds(bootstrap, DEFAULT_CHECK_INTERVAL_MS, sizes, figures)
-        coordinator.stop()
-
-        fast = Coordinator(
-            bootstrap, OUT, "seed-1s", "--check-interval-ms", str(FAST_CHECK_INTERVAL_MS)
-        )
-        stack.callback(fast.stop)
-        fast.wait_ready()
-        seeds(bootstrap, FAST_CHECK_INTERVAL_MS, sizes, figures)
-        fast.stop()
+        coordinator: Coordinator | None = None
+        if wanted & {"transactions", "seed"}:
+            coordinator = Coordinator(bootstrap, OUT, "default")
+            stack.callback(coordinator.stop)
+            coordinator.wait_ready()
+        runs: dict[str, Callable[[], None]] = {
+            "normal": lambda: normal_sends(bootstrap, sizes, figures),
+            "delays": lambda: delays(bootstrap, sizes, figures),
+            "simple": lambda: simple(bootstrap, sizes, figures),
+        }
+        if coordinator is not None:
+            runs["transactions"] = lambda c=coordinator: transactions(bootstrap, c, sizes, figures)
+        figures.attempt_selected(sizes, runs)
+        if coordinator is not None and "seed" in wanted:
+            seeds(bootstrap, DEFAULT_CHECK_INTERVAL_MS, sizes, figures)
+            coordinator.stop()
+            fast = Coordinator(
+                bootstrap, OUT, "seed-1s", "--check-interval-ms", str(FAST_CHECK_INTERVAL_MS)
+            )
+            stack.callback(fast.stop)
+            fast.wait_ready()
+            seeds(bootstrap, FAST_CHECK_INTERVAL_MS, sizes, figures)
+            fast.stop()

@@ -11,6 +11,13 @@ that ``bench/rocketmq_server.py`` starts.
   ``"settings" is null``). Two threads long-poll ``receive(32)``; acks go through a small thread
   pool. The time a message is received is when its ``receive`` call returned. The receive threads
   are joined before ``shutdown()`` (shutting down under an in-flight long poll has lost messages).
+- SimpleConsumer workload: per phase a NORMAL topic (and group) of its own, pre-filled with
+  ``Producer.send`` from 8 threads, then drained in this process by ``bench.simple_consumer.drain``
+  (the loop the adapter's phase runs, here on the official ``SimpleConsumer``): 1.5 s after
+  ``startup()``, ``receive(32, 30 s)`` + ``ack`` each from 1, then 4 threads sharing one consumer;
+  receive errors are counted and retried. Long polls of 5 s, the proxy's least (the adapter's
+  are 2 s; a poll only waits once the topic is drained, after the rate's last ack). The threads
+  are joined before ``shutdown()``.
 - The client's own log is moved from ``~/logs/rocketmq_python`` to ``bench/.out/rocketmq/``.
 """
 
@@ -38,7 +45,7 @@ from rocketmq import (
     TransactionResolution,
 )
 
-from bench.common import wait_started
+from bench.common import rate, wait_started
 from bench.rocketmq_figures import (
     DEFAULT_CHECK_INTERVAL_MS,
     FAST_CHECK_INTERVAL_MS,
@@ -48,7 +55,12 @@ from bench.rocketmq_figures import (
     SEED_ROLLBACK,
     SEED_SEND_GAP_S,
     SEED_UNKNOWN,
+    SIMPLE_BATCH,
+    SIMPLE_IDLE_S,
+    SIMPLE_INVISIBLE_S,
+    SIMPLE_TIMEOUT_S,
     Delayed,
+    Drained,
     Figures,
     Latency,
     Seed,
@@ -57,8 +69,12 @@ from bench.rocketmq_figures import (
     body,
     delay_name,
     now_ms,
+    simple_phases,
+    simple_runs,
 )
 from bench.rocketmq_server import OUT, RocketMQ, Topic
+from bench.simple_consumer import Tally, drain
+from bench.simple_consumer import body as simple_body
 from bench.transactions import run_threads
 
 RECEIVE_THREADS = 2
@@ -66,6 +82,11 @@ RECEIVE_BATCH = 32
 AWAIT_S = 3  # long-polling time of one receive
 INVISIBLE_S = 30  # a received message stays invisible this long unless acknowledged
 CLIENT_LOG = OUT / "python-client.log"
+# The proxy long-polls at least grpcClientConsumerMinLongPollingTimeoutMillis (5 s by default) and
+# refuses a receive whose gRPC deadline (request_timeout + await_duration) leaves less than that
+# ("BadRequestException: 40018, The deadline time remaining is not enough for polling"): the
+# SimpleConsumer workload's await of 2 s (bench.simple_consumer.AWAIT_S) is 5 s here anyway.
+PROXY_MIN_AWAIT_S = 5
 
 log = logging.getLogger("bench.rocketmq")
 
@@ -85,6 +106,10 @@ def seed_topic(check_interval_ms: int, run: int) -> Topic:
     return Topic(f"BenchSeed{kind}{run}", "TRANSACTION")
 
 
+def simple_topic(phase: str) -> Topic:
+    return Topic(f"BenchSimple{phase}", "NORMAL")
+
+
 def delay_topic(name: str) -> Topic:
     return Topic("BenchDelay" + name.replace(" ", ""), "DELAY")
 
@@ -96,7 +121,8 @@ def group_of(topic: Topic) -> str:
 def all_topics(sizes: Sizes) -> list[Topic]:
     delays = [delay_topic(delay_name(d, p)) for d in sizes.delays_s for p in (False, True)]
     seeds = [seed_topic(i, run) for i in SEED_INTERVALS for run in range(1, sizes.seed_runs + 1)]
-    return [TX_WARM, TX_LOAD, TX_PACED, NORMAL, DELAY_WARM, *delays, *seeds]
+    simple = [simple_topic(phase) for phase, *_ in simple_phases(sizes)]
+    return [TX_WARM, TX_LOAD, TX_PACED, NORMAL, DELAY_WARM, *delays, *simple, *seeds]
 
 
 def quiet_client_log(path: Path = CLIENT_LOG) -> None:
@@ -420,6 +446,50 @@ def delays(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
         producer.shutdown()
 
 
+def simple_message(topic: Topic, i: int) -> Message:
+    """As ``bench.simple_consumer.message``: body ``i`` (100 B), tag TagA."""
+    m = Message()
+    m.topic = topic.name
+    m.body = simple_body(i)
+    m.tag = "TagA"
+    return m
+
+
+def simple(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+    """The official SimpleConsumer draining a pre-filled topic, per phase (``simple_runs``)."""
+
+    def drain_phase(phase: str, n: int, threads: int) -> Drained:
+        topic = simple_topic(phase)
+        producer = _started(Producer(configuration(server.endpoints), (topic.name,)))
+        try:
+            sent = run_threads(
+                n, lambda i: producer.send(simple_message(topic, i)), deadline_s=max(300, n / 10)
+            )
+        finally:
+            producer.shutdown()
+        if sent.count < n:
+            raise RuntimeError(f"pre-fill: {sent.count} of {n} sent; {sent.first_error}")
+        consumer = SimpleConsumer(
+            configuration(server.endpoints),
+            group_of(topic),
+            {topic.name: FilterExpression()},
+            await_duration=PROXY_MIN_AWAIT_S,
+        )
+        tally = Tally(n)  # from here, as the adapter's phase counts its startup()
+        consumer.startup()
+        try:
+            time.sleep(1.5)  # the proxy registers the client's settings first
+            drain(
+                consumer, tally, threads, SIMPLE_BATCH, SIMPLE_INVISIBLE_S, SIMPLE_IDLE_S,
+                SIMPLE_TIMEOUT_S, refused=Exception, retried=(Exception,),
+            )  # fmt: skip
+        finally:
+            consumer.shutdown()
+        return Drained.of(tally, threads, rate(sent.count, sent.seconds))
+
+    simple_runs(sizes, figures, drain_phase)
+
+
 def seed(
     server: RocketMQ, check_interval_ms: int, run: int, watch_s: float, figures: Figures
 ) -> None:
@@ -464,18 +534,22 @@ def seed(
 
 
 def run(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
-    """Every workload against the running ``server``, in the table's order (the seed runs last:
-    the second one changes the broker's check interval)."""
+    """The workloads of ``sizes.workloads`` against the running ``server``, in the table's order
+    (the seed runs last: the second one changes the broker's check interval)."""
     quiet_client_log()
     topics = all_topics(sizes)
     server.create_topics(topics)
     server.create_groups([group_of(t) for t in topics if t is not NORMAL])
-    figures.attempt(
-        "transactional throughput and latency", lambda: transactions(server, sizes, figures)
+    figures.attempt_selected(
+        sizes,
+        {
+            "transactions": lambda: transactions(server, sizes, figures),
+            "normal": lambda: normal_sends(server, sizes, figures),
+            "delays": lambda: delays(server, sizes, figures),
+            "simple": lambda: simple(server, sizes, figures),
+        },
     )
-    figures.attempt("normal sync sends", lambda: normal_sends(server, sizes, figures))
-    figures.attempt("delayed messages", lambda: delays(server, sizes, figures))
-    for interval in SEED_INTERVALS:
+    for interval in SEED_INTERVALS if "seed" in sizes.workloads else ():
         if interval != DEFAULT_CHECK_INTERVAL_MS:
             figures.attempt(
                 f"transactionCheckInterval {interval} ms (mqadmin updateBrokerConfig)",

@@ -30,11 +30,29 @@ SEED_BODIES = {key: f"Hello RocketMQ Transaction Message{key[3:]}".encode() for 
 SEED_SEND_GAP_S = 0.01  # the example sleeps 10 ms between sends
 DEFAULT_CHECK_INTERVAL_MS = 30_000  # transactionCheckInterval
 FAST_CHECK_INTERVAL_MS = 1_000
+# The SimpleConsumer workload (as bench/simple_consumer.py's defaults): receive(32, 30 s), a
+# phase ends when every message came, after 30 s with nothing new, or after 240 s.
+SIMPLE_BATCH = 32
+SIMPLE_INVISIBLE_S = 30
+SIMPLE_IDLE_S = 30.0
+SIMPLE_TIMEOUT_S = 240.0
+
+# What ``--workloads`` selects from (bench/rocketmq.py), in the order each side runs them, and
+# the name each is logged and noted under.
+WORKLOAD_NAMES = {
+    "transactions": "transactional throughput and latency",
+    "normal": "normal sync sends",
+    "delays": "delayed messages",
+    "simple": "5.x SimpleConsumer",
+    "seed": "seed 004",
+}
+WORKLOADS = tuple(WORKLOAD_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
 class Sizes:
-    """Message counts and paces; ``quick()`` makes a run take a few minutes."""
+    """Message counts and paces, and which workloads run; ``quick()`` makes a run take a few
+    minutes."""
 
     warm_up: int = 2_000  # untimed transactions and sends first: both sides' JVMs are cold
     tx_messages: int = 20_000
@@ -47,6 +65,9 @@ class Sizes:
     delays_s: tuple[int, ...] = (1, 5)  # the adapter's delay levels 1 and 2
     seed_watch_s: float = 10.0  # after the last expected delivery, watch for duplicates
     seed_runs: int = 3  # per check interval: RocketMQ's duplicates come in some runs, not all
+    simple: int = 5_000  # messages pre-filled, then drained by SimpleConsumer.receive + ack
+    simple_threads: tuple[int, ...] = (1, 4)  # threads sharing one SimpleConsumer, per phase
+    workloads: tuple[str, ...] = WORKLOADS
 
     def quick(self) -> Sizes:
         return replace(
@@ -59,6 +80,7 @@ class Sizes:
             delay_paced=40,
             seed_watch_s=5.0,
             seed_runs=1,
+            simple=1_000,
         )
 
 
@@ -162,6 +184,78 @@ class Seed:
         return tuple(self.arrived) == SEED_EXPECTED and not self.duplicates
 
 
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """A pre-filled topic drained by ``SimpleConsumer.receive`` + ``ack``: msgs/s from the first
+    received message to the last ack, and what came (from a ``bench.simple_consumer.Tally``)."""
+
+    threads: int
+    expected: int
+    received: int  # deliveries, duplicates included
+    distinct: int
+    missing: int
+    redelivered: int  # deliveries with a delivery attempt above 1
+    per_second: float
+    first_after_s: float | None  # from creating the consumer to the first message
+    ack_failures: int
+    receive_errors: int
+    first_error: str | None
+    filled_per_second: float  # the pre-fill's sends/s
+
+    @property
+    def duplicates(self) -> int:
+        """Deliveries beyond each message's first."""
+        return self.received - self.distinct
+
+    @classmethod
+    def of(cls, tally: Any, threads: int, filled_per_second: float) -> Drained:
+        return cls(
+            threads=threads,
+            expected=tally.expected,
+            received=tally.deliveries - tally.foreign,
+            distinct=tally.distinct,
+            missing=tally.missing,
+            redelivered=tally.redelivered,
+            per_second=tally.msgs_per_s(),
+            first_after_s=tally.first_after_s(),
+            ack_failures=tally.ack_failures,
+            receive_errors=tally.receive_errors,
+            first_error=tally.first_error,
+            filled_per_second=filled_per_second,
+        )
+
+
+def simple_phases(sizes: Sizes) -> list[tuple[str, int, int]]:
+    """The SimpleConsumer workload's phases, each on a topic (and group) of its own: (name,
+    messages, threads); the untimed warm-up first, then one per ``sizes.simple_threads``."""
+    return [
+        ("WarmUp", sizes.warm_up, 1),
+        *((f"{t}Threads", sizes.simple, t) for t in sizes.simple_threads),
+    ]
+
+
+def simple_runs(sizes: Sizes, figures: Figures, drain: Callable[[str, int, int], Drained]) -> None:
+    """The SimpleConsumer workload on one side: ``drain(phase, n, threads)`` pre-fills a topic
+    of the phase's own with ``n`` messages and drains it with ``threads`` threads."""
+    for phase, n, threads in simple_phases(sizes):
+        log.info(
+            "%s: SimpleConsumer %s, %d messages, %d thread(s)", figures.system, phase, n, threads
+        )
+        d = drain(phase, n, threads)
+        if phase == "WarmUp":
+            figures.notes.append(
+                f"{figures.system} SimpleConsumer warm-up (untimed, 1 thread): {d.distinct:,} of "
+                f"{n:,} at {d.per_second:,.0f} msgs/s"
+            )
+        else:
+            figures.simple[threads] = d
+        if d.first_error:
+            figures.notes.append(
+                f"{figures.system} SimpleConsumer {phase}: {d.receive_errors} receive errors, "
+                f"first: {d.first_error}"
+            )
+
+
 @dataclass(slots=True)
 class Figures:
     """Everything one system measured; None where a workload failed (see ``notes``)."""
@@ -174,6 +268,7 @@ class Figures:
     normal: Throughput | None = None
     delays: dict[str, Delayed] = field(default_factory=dict)  # "1 s burst", "5 s paced", ...
     seeds: dict[int, list[Seed]] = field(default_factory=dict)  # check interval ms -> runs
+    simple: dict[int, Drained] = field(default_factory=dict)  # threads -> the drained topic
     notes: list[str] = field(default_factory=list)
     ran: bool = False
 
@@ -190,6 +285,13 @@ class Figures:
             self.notes.append(f"{self.system}: {workload} failed: {type(exc).__name__}: {exc}")
         else:
             log.info("%s: %s done in %.0f s", self.system, workload, time.monotonic() - started)
+
+    def attempt_selected(self, sizes: Sizes, runs: dict[str, Callable[[], None]]) -> None:
+        """``attempt`` each of ``runs`` (workload -> its run) that ``sizes.workloads`` selects,
+        in ``WORKLOADS``' order."""
+        for workload in WORKLOADS:
+            if workload in runs and workload in sizes.workloads:
+                self.attempt(WORKLOAD_NAMES[workload], runs[workload])
 
 
 def delay_name(delay_s: int, paced: bool) -> str:

@@ -31,6 +31,9 @@ is the noisiest. 100-byte messages and one topic only; no tag filter (``*``); th
 baselines are one thread. A phase ends when every message came, when none came for
 ``--idle`` seconds, or after ``--timeout``.
 
+``bench/rocketmq.py --workloads simple`` runs the adapter's phases (``adapter_phase``) beside
+Apache RocketMQ 5.4.0's own SimpleConsumer driven by the same loop (``drain``).
+
 Run: ``python -m bench.simple_consumer [--messages N] [--batch 32] [--threads 4]``.
 """
 
@@ -44,6 +47,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, ShareConsumer
 
@@ -91,6 +95,8 @@ class Tally:
     foreign: int = 0
     redelivered: int = 0
     ack_failures: int = 0
+    receive_errors: int = 0
+    first_error: str | None = None
     started: float = field(default_factory=time.perf_counter)
     first: float | None = None
     last_ack: float | None = None
@@ -120,6 +126,11 @@ class Tally:
         with self.lock:
             self.last_ack = time.perf_counter()
             self.ack_failures += failures
+
+    def receive_failed(self, exc: BaseException) -> None:
+        with self.lock:
+            self.receive_errors += 1
+            self.first_error = self.first_error or f"receive: {type(exc).__name__}: {exc}"
 
     def finished(self, idle_s: float, deadline: float) -> bool:
         now = time.perf_counter()
@@ -175,22 +186,40 @@ def adapter_phase(
     consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, AWAIT_S)
     tally = Tally(n)
     consumer.startup()
+    drain(consumer, tally, threads, batch, invisible_s, idle_s, timeout_s, ClientException)
+    consumer.shutdown()
+    return tally
+
+
+def drain(
+    consumer: Any, tally: Tally, threads: int, batch: int, invisible_s: float, idle_s: float,
+    timeout_s: float, refused: type[Exception], retried: tuple[type[Exception], ...] = (),
+) -> None:  # fmt: skip
+    """``threads`` threads sharing ``consumer``, a started 5.x SimpleConsumer (the adapter's or
+    Apache RocketMQ's own: the same API): ``receive(batch, invisible_s)``, ``ack`` each, until
+    ``tally`` is finished. An ack raising ``refused`` is counted; a receive raising one of
+    ``retried`` is counted and tried again 0.2 s later (any other error ends the phase). The
+    threads are joined before this returns, so before the caller's ``shutdown()``."""
     deadline = time.perf_counter() + timeout_s
 
     def work() -> None:
         while not tally.finished(idle_s, deadline):
-            for message in consumer.receive(batch, invisible_s):
+            try:
+                received = consumer.receive(batch, invisible_s)
+            except retried as exc:
+                tally.receive_failed(exc)
+                time.sleep(0.2)
+                continue
+            for message in received or ():
                 tally.saw(index_of(message.body), message.delivery_attempt)
                 try:
                     consumer.ack(message)
                     tally.acked()
-                except ClientException as exc:
+                except refused as exc:
                     log.warning("ack of %s refused: %s", message.message_id, exc)
                     tally.acked(failures=1)
 
     run_threads(work, threads)
-    consumer.shutdown()
-    return tally
 
 
 def raw_phase(bootstrap: str, topic: str, n: int, per_message: bool, idle_s: float,
