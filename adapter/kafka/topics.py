@@ -45,9 +45,11 @@ LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 COMPACTED = {"cleanup.policy": "compact"}
 RECALLS = {
     **COMPACTED,
-    # markers (tombstones) stay a day; nothing is compacted within an hour of being written
+    # markers (tombstones) stay a day; nothing is compacted within an hour of being written;
+    # hourly segments, so that compaction can reach them (a forwarder reads the topic at start)
     "delete.retention.ms": "86400000",
     "min.compaction.lag.ms": "3600000",
+    "segment.ms": "3600000",
 }
 CO_PARTITIONED = (naming.TRANS_HALF_TOPIC, naming.TRANS_END_TOPIC, naming.TRANS_OP_TOPIC)
 

@@ -15,7 +15,11 @@ to their real topic and queue. Beyond RocketMQ:
 - a real topic that refuses a delivery is retried with back-off (tenacity's wait strategy)
   while the other levels go on; a record that can never be delivered (corrupt, or addressed to a
   system topic, or too large) is parked in ``RMQ_SYS_POISON_TOPIC`` with the reason, in the same
-  transaction, instead of blocking its level forever or being dropped (:func:`plan_batch`).
+  transaction, instead of blocking its level forever or being dropped (:func:`plan_batch`);
+- RocketMQ 5's timer messages: a timer record (headers ``TIMER_DELIVER_MS``, ``rmq.hop_due``)
+  is due at the end of its hop; it then hops on or is delivered in the same kind of
+  transaction (:mod:`adapter.schedule.timer`), and a delivery commits only if no recall came
+  first in ``RMQ_SYS_TIMER_RECALL`` (:mod:`adapter.schedule.recall`).
 
 Known gaps: a level's records are held in memory from fetch until due (bounded by the fetch
 size, since a partition with records waiting is paused). A record whose ``REAL_QID`` is not a
