@@ -167,8 +167,11 @@ class ProducerConfig:
     fast_commit: bool = True
     """A transactional producer commits its decisions in Kafka transactions of its own
     (``RMQ_ADAPTER_FAST_COMMIT=0`` sends them through the coordinator instead)."""
-    group_commit_ms: int = 2
-    """How long the first decision of a group waits for others before the group commits."""
+    group_commit_ms: int = 5
+    """How long the first decision of a group waits for others before the group commits. At
+    500 transactions/s here, 5 ms (four lanes) gave commit-to-visible p99 73-76 ms where 2 ms
+    gave 97-135 ms at the same p50 (36-37 ms): fewer Kafka transactions a second, fewer
+    "concurrent transactions" retries (BENCHMARKS.md, 2026-11-24)."""
 
     def __post_init__(self) -> None:
         if self.group_commit_ms < 0:

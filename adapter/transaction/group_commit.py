@@ -96,7 +96,7 @@ class GroupCommitter:
         name: str,
         fallback: Callable[[EndTransaction], None],
         timeout_s: float,
-        linger_ms: int = 2,
+        linger_ms: int = 5,
         max_group: int = 500,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
