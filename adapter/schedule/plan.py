@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from adapter import naming
 from adapter import properties as prop
@@ -43,6 +43,8 @@ class Parked:
     deliver_ms: int | None = None
 
 
+SendKind = Literal["deliver", "park", "hop", "delivered", "dropped"]
+
 Held = Entry[Parked]
 """A SCHEDULE record held until due: its partition, offset, due time and content."""
 
@@ -54,7 +56,7 @@ class Send:
     the recall topic ("delivered" or "dropped")."""
 
     entry: Held
-    kind: str
+    kind: SendKind
     topic: str
     value: bytes | None
     headers: list[tuple[str, bytes]] = field(default_factory=list)
@@ -102,9 +104,10 @@ def hop_headers(message_id: str, deliver_ms: int, hop_due_ms: int) -> list[tuple
 
 
 def _marker(entry: Held, message_id: str, kind: bytes) -> Send:
+    name: SendKind = "delivered" if kind == recall.DELIVERED else "dropped"
     return Send(
         entry,
-        kind.decode(),
+        name,
         RECALLS,
         None,
         [(recall.KIND_HEADER, kind)],
