@@ -126,6 +126,19 @@ def read_to_end(
         reader.close()
 
 
+def produce_kwargs(
+    headers: Sequence[tuple[str, bytes]], partition: int | None, key: bytes | None
+) -> dict[str, Any]:
+    """The keyword arguments of ``produce`` beyond topic and value (partition and key only
+    when given: librdkafka then chooses)."""
+    kwargs: dict[str, Any] = {"headers": headers}
+    if partition is not None:
+        kwargs["partition"] = partition
+    if key is not None:
+        kwargs["key"] = key
+    return kwargs
+
+
 def produce(
     producer: Producer, topic: str, value: bytes | None, *, timeout_s: float, **kwargs: Any
 ) -> None:

@@ -80,12 +80,7 @@ class Outgoing(NamedTuple):
 
     def produce_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``produce`` beyond topic and value."""
-        kwargs: dict[str, Any] = {"headers": self.headers}
-        if self.partition is not None:
-            kwargs["partition"] = self.partition
-        if self.key is not None:
-            kwargs["key"] = self.key
-        return kwargs
+        return io.produce_kwargs(self.headers, self.partition, self.key)
 
 
 class Sender:

@@ -21,6 +21,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
+from adapter.kafka import io
 from adapter.kafka.worker import parked_headers
 from adapter.message import Delivery
 from adapter.schedule import recall, timer
@@ -65,12 +66,8 @@ class Send:
     reason: str | None = None
 
     def produce_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"headers": self.headers}
-        if self.partition is not None:
-            kwargs["partition"] = self.partition
-        if self.key is not None:
-            kwargs["key"] = self.key
-        return kwargs
+        """The keyword arguments of ``produce`` beyond topic and value."""
+        return io.produce_kwargs(self.headers, self.partition, self.key)
 
 
 @dataclass(slots=True)
