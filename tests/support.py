@@ -181,3 +181,13 @@ def read_committed(
         return records
     finally:
         consumer.close()
+
+
+def parked_from(bootstrap: str, partition: int, offset: int) -> list[KafkaRecord]:
+    """The records of the poison topic parked from ``partition``@``offset`` of their source."""
+    return [
+        r
+        for r in read_committed(bootstrap, naming.POISON_TOPIC, 1, timeout=30)
+        if dict(r.headers()).get("source.offset") == str(offset).encode()
+        and dict(r.headers()).get("source.partition") == str(partition).encode()
+    ]

@@ -64,7 +64,7 @@ def gather(
                 oldest = _store_time(reader, p, start) if start < high else None
                 known = p < hops.partitions
                 delay = hops.delay_ms(p) if known else levels.delay_ms(1)
-                name = (hops.level_of(p) or hops.label(p)) if known else p + 1
+                name = hops.label(p) if known else str(p + 1)
                 due = None if oldest is None else oldest + delay
                 level_rows.append(LevelRow(name, delay, high - start, due))
         group_rows: list[GroupRow] = []

@@ -255,7 +255,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         marker (:mod:`adapter.schedule.recall`); else :class:`_Recalled`."""
         producer, timeout = self.tx.producer, self.tx.timeout_s
         self.tx.call("flush", lambda: producer.flush(timeout), timeout)
-        if len(self._markers) != sum(1 for o in self._markers.values() if o >= 0):
+        if any(offset < 0 for offset in self._markers.values()):
             raise AdapterError("a DELIVERED marker was not acknowledged")
         view = self._recalls
         if view is None:

@@ -197,8 +197,7 @@ class TransactionMQProducer(ProducerBase):
         timeout_s = sender.timeout_s if timeout is None else timeout
         deadline = SYSTEM_CLOCK.monotonic() + timeout_s
         pending = committer.flush(timeout_s) if committer is not None else 0
-        left_s = max(0.0, deadline - SYSTEM_CLOCK.monotonic())
-        return pending + int(sender.client.flush(left_s))
+        return pending + super().flush(max(0.0, deadline - SYSTEM_CLOCK.monotonic()))
 
     # -- transactional send -------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.schedule.forwarder import ScheduleForwarder
-from tests.support import Recorder, read_committed, unique, wait_until
+from tests.support import Recorder, parked_from, read_committed, unique, wait_until
 from tests.workers import start_schedule_forwarder, start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -145,13 +145,7 @@ def test_a_corrupt_record_in_schedule_is_parked_and_the_forwarder_keeps_going(
     records = read_committed(system_topics, topic, 1)
     assert [r.value() for r in records] == [b"after the corrupt one"]
 
-    offset = str(corrupt[0].offset()).encode()
-    parked = [
-        r
-        for r in read_committed(system_topics, naming.POISON_TOPIC, 1, timeout=30)
-        if dict(r.headers()).get("source.offset") == offset
-        and dict(r.headers()).get("source.partition") == b"0"
-    ]
+    parked = parked_from(system_topics, 0, corrupt[0].offset())
     assert len(parked) == 1
     assert parked[0].value() == b"\xc3\x01 not avro", "the record is kept as it was"
     assert dict(parked[0].headers())["reason"].startswith(b"corrupt")

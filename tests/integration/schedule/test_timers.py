@@ -20,7 +20,7 @@ from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.v5 import ClientConfiguration, Credentials, Message, Producer
 from adapter.v5.exception import BadRequestException, IllegalArgumentException
 from tests.integration.v5.conftest import MakeV5Producer
-from tests.support import read_committed, unique, wait_until
+from tests.support import parked_from, read_committed, unique, wait_until
 from tests.workers import start_schedule_forwarder
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -248,12 +248,6 @@ def test_a_timer_record_with_foreign_headers_is_parked_with_the_reason_and_timer
 
     [record] = read_committed(system_topics, topic, 1)
     assert record.value() == b"after the foreign one"
-    offset = str(foreign[0].offset()).encode()
-    [parked] = [
-        r
-        for r in read_committed(system_topics, naming.POISON_TOPIC, 1, timeout=30)
-        if dict(r.headers()).get("source.offset") == offset
-        and dict(r.headers()).get("source.partition") == b"18"
-    ]
+    [parked] = parked_from(system_topics, 18, foreign[0].offset())
     assert parked.value() == b"whatever", "kept as it was"
     assert dict(parked.headers())["reason"].startswith(b"corrupt: timer headers")
