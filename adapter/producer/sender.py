@@ -178,7 +178,7 @@ class Sender:
             headers = [(prop.UNIQ_KEY, msg_id.encode()), (prop.DELAY, str(level).encode())]
             return Outgoing(SCHEDULE, codec.encode(parked), headers, level - 1, None)
         except (AdapterError, KafkaException) as exc:
-            raise error(self._with_address(exc)) from exc
+            raise error(self.with_address(exc)) from exc
 
     def queue_for(self, msg: Message, sharding_key: str, error: type[ProducerException]) -> int:
         """The queue of ``sharding_key`` among ``msg``'s topic's queues (RocketMQ's hash)."""
@@ -187,7 +187,7 @@ class Sender:
             count = self.topics.require(topic, create=True, wait_s=self.timeout_s)
             return routing.queue_for_sharding_key(sharding_key, count)
         except (AdapterError, KafkaException) as exc:
-            raise error(self._with_address(exc)) from exc
+            raise error(self.with_address(exc)) from exc
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -219,7 +219,7 @@ class Sender:
                 **kwargs,
             )
         except (AdapterError, KafkaException) as exc:
-            raise error(self._with_address(exc)) from exc
+            raise error(self.with_address(exc)) from exc
 
     def send_oneway(self, msg: Message, error: type[ProducerException]) -> None:
         record = self.record(msg, new_message_id(), error)
@@ -237,7 +237,7 @@ class Sender:
         try:
             io.produce(self.client, record.topic, record.value, timeout_s=self.timeout_s, **kwargs)
         except (AdapterError, KafkaException) as exc:
-            raise error(self._with_address(exc)) from exc
+            raise error(self.with_address(exc)) from exc
         if not self._reports_served:
             self.client.poll(0)
 
@@ -246,7 +246,8 @@ class Sender:
             self.oneway_failures += 1
             log.warning("oneway send to %s failed: %s", naming.decode(msg.topic() or ""), err.str())
 
-    def _with_address(self, exc: BaseException) -> str:
+    def with_address(self, exc: BaseException) -> str:
+        """``exc`` as text, naming the Kafka address when Kafka is the cause."""
         text = str(exc)
         if isinstance(exc, (KafkaException, DeliveryError)) and self.address not in text:
             text = f"{text} (Kafka at {self.address})"

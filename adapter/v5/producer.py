@@ -267,7 +267,8 @@ class Producer:
         except BadRecallHandle as exc:
             raise IllegalArgumentException(str(exc)) from exc
         except (AdapterError, KafkaException) as exc:
-            raise BadRequestException(f"recall {recall_handle} of {topic}: {exc}") from exc
+            why = sender.with_address(exc)
+            raise BadRequestException(f"recall {recall_handle} of {topic}: {why}") from exc
 
     def recall_message_async(self, topic: str, recall_handle: str) -> Future[str]:
         """:meth:`recall_message` on the callback thread; the ``Future`` gives the message id."""

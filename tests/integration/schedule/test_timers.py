@@ -17,6 +17,7 @@ from adapter.clock import ManualClock
 from adapter.config import ForwarderConfig, KafkaSettings
 from adapter.kafka import clients
 from adapter.schedule.forwarder import ScheduleForwarder
+from adapter.schedule.recall import RecallHandle
 from adapter.v5 import ClientConfiguration, Credentials, Message, Producer
 from adapter.v5.exception import BadRequestException, IllegalArgumentException
 from tests.integration.v5.conftest import MakeV5Producer
@@ -251,3 +252,16 @@ def test_a_timer_record_with_foreign_headers_is_parked_with_the_reason_and_timer
     [parked] = parked_from(system_topics, 18, foreign[0].offset())
     assert parked.value() == b"whatever", "kept as it was"
     assert dict(parked.headers())["reason"].startswith(b"corrupt: timer headers")
+
+
+def test_a_recall_against_an_unreachable_kafka_fails_in_its_timeout_naming_the_address() -> None:
+    producer = Producer(ClientConfiguration("127.0.0.1:1", Credentials(), request_timeout=2))
+    producer.startup()
+    try:
+        handle = RecallHandle("Orders", "ID", now_ms() + 60_000).encode()
+        started = time.monotonic()
+        with pytest.raises(BadRequestException, match=r"Kafka at 127\.0\.0\.1:1"):
+            producer.recall_message("Orders", handle)
+        assert time.monotonic() - started < 10, "within its timeout, not a hang"
+    finally:
+        producer.shutdown()
