@@ -32,7 +32,7 @@ from pathlib import Path
 from adapter import properties as prop
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
-from adapter.kafka import topics
+from adapter.kafka import io, topics
 from adapter.message import ReceivedMessage
 from bench.client import adapter_producer
 from bench.common import Coordinator, kafka, new_topic, reader_of_new_topic
@@ -101,7 +101,7 @@ class Keyed:
         end: float | None = None
         try:
             while time.monotonic() < (end or deadline):
-                records = self._consumer.consume(1000, 0.05)
+                records = io.fetch(self._consumer, 1000, 0.05)
                 at = now_ms()
                 for r in records:
                     if r.error() is not None:

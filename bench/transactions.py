@@ -50,7 +50,7 @@ from confluent_kafka import KafkaException
 from adapter import naming
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
-from adapter.kafka import clients, topics
+from adapter.kafka import clients, io, topics
 from adapter.message import ReceivedMessage
 from bench.common import (
     Coordinator,
@@ -127,7 +127,7 @@ def _read(bootstrap: str, topic: str, n: int, timeout: float, ready: Any, out: A
     deadline = time.monotonic() + timeout
     try:
         while len(got) < n and time.monotonic() < deadline:
-            records = c.consume(1000, 0.05)
+            records = io.fetch(c, 1000, 0.05)
             at = now_ms()
             for r in records:
                 if r.error() is None:

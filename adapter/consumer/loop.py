@@ -7,6 +7,8 @@ Reproduces the pull side of RocketMQ's ``DefaultMQPushConsumerImpl`` on a Kafka 
   ``<group>@<instanceName>`` (see :func:`adapter.naming.broadcast_group_id`);
 - clustering consumers also consume their group's ``%RETRY%<group>``, and a retried message
   reaches the callback of its original topic;
+- a fetch hands records to the callbacks as soon as one is there (:func:`adapter.kafka.io.fetch`;
+  librdkafka's ``consume(n, t)`` would hold every delivery until n records or t passed);
 - offsets are committed every second, only over the contiguous prefix of finished messages
   (:mod:`adapter.consumer.offsets`), so a slow message is never skipped by faster ones;
 - a queue with more than ``max_in_flight_per_queue`` (1000) unfinished messages is paused
@@ -41,7 +43,7 @@ from adapter.config import ConsumerConfig, MessageModel
 from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscription
 from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError, InvalidNameError
-from adapter.kafka import clients
+from adapter.kafka import clients, io
 from adapter.logs import RepeatLimiter, shape
 from adapter.message import ReceivedMessage
 from adapter.tags import TagFilter
@@ -225,7 +227,7 @@ class ConsumeLoop:
         self._dispatcher.dispatch_due_retries()
         self._apply_backpressure()
         try:
-            records = self._client.consume(_POLL_BATCH, _POLL_TIMEOUT_S)
+            records = io.fetch(self._client, _POLL_BATCH, _POLL_TIMEOUT_S)
         except KafkaException as exc:
             log.warning("consumer %s poll failed: %s", self._config.group, exc)
             self._stopping.wait(1.0)
