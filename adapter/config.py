@@ -51,6 +51,13 @@ DEFAULT_MAX_RECONSUME_TIMES = 16
 _SAFE_PRODUCER: dict[str, Any] = {"enable.idempotence": True, "acks": "all"}
 _HEADROOM = 64 * 1024
 
+CONCURRENT_TRANSACTIONS_BACKOFF_MS = 5
+"""``retry.backoff.ms`` of every transactional producer. A producer that starts its next
+transaction right after a commit, while the broker still writes that commit's markers, is told
+"concurrent transactions" (by ``send_offsets_to_transaction`` or the first produce), and
+librdkafka asks again after this backoff, doubling it each time: 100 ms by default, which made
+every other forwarder transaction take about 100 ms in a burst of delayed messages."""
+
 # Every group consumer of the adapter: offsets committed by the adapter itself, only committed
 # records read, new groups from the earliest record, cooperative rebalancing.
 _GROUP_CONSUMER: dict[str, Any] = {
@@ -215,10 +222,7 @@ class ProducerConfig:
                 "transactional.id": transactional_id,
                 "transaction.timeout.ms": FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
                 "linger.ms": 1,
-                # A lane starts its next transaction milliseconds after the last commit, while
-                # the broker may still write that commit's markers; it answers "concurrent
-                # transactions" and librdkafka asks again after this backoff (100 ms by default).
-                "retry.backoff.ms": 5,
+                "retry.backoff.ms": CONCURRENT_TRANSACTIONS_BACKOFF_MS,
             }
         )
 
@@ -350,6 +354,7 @@ class WorkerConfig:
                 "transaction.timeout.ms": self.kafka_transaction_timeout_ms,
                 **_SAFE_PRODUCER,
                 "linger.ms": self.linger_ms,
+                "retry.backoff.ms": CONCURRENT_TRANSACTIONS_BACKOFF_MS,
                 "message.max.bytes": DEFAULT_MAX_MESSAGE_SIZE + _HEADROOM,
             }
         )
@@ -374,6 +379,8 @@ class ForwarderConfig(WorkerConfig):
 
     max_batch: int = 5000
     levels: DelayLevels = field(default_factory=DelayLevels.parse)
+    hold_bytes: int = 4 * 1024 * 1024
+    """How much of a level waits in memory before the level is paused until its head is due."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,10 @@ to their real topic and queue. Beyond RocketMQ:
 
 - exactly once: the deliveries of a batch and the consumed positions are committed in one Kafka
   transaction (RocketMQ persists progress every 10 s and replays up to 10 s after a crash);
-- on time: a level whose head is not due is paused and the worker waits exactly until the
-  earliest head falls due (nothing is fetched or scanned meanwhile), then resumes it, instead
-  of re-scanning every 100 ms;
+- on time: the worker waits exactly until the earliest head falls due, instead of re-scanning
+  every 100 ms; the records behind a waiting head are fetched meanwhile, so they are in memory
+  when they fall due; a level is paused only once it holds ``hold_bytes`` (4 MiB) of waiting
+  records, until its head is due (:meth:`HeadOfLine.should_pause`);
 - scale-out: workers share the level partitions through the consumer group
   ``CID_RMQ_SYS_SCHEDULE``; each has its own transactional id, and a zombie is fenced;
 - a real topic that refuses a delivery is retried with back-off (tenacity's wait strategy)
@@ -21,8 +22,8 @@ to their real topic and queue. Beyond RocketMQ:
   transaction (:mod:`adapter.schedule.timer`), and a delivery commits only if no recall came
   first in ``RMQ_SYS_TIMER_RECALL`` (:mod:`adapter.schedule.recall`).
 
-Known gaps: a level's records are held in memory from fetch until due (bounded by the fetch
-size, since a partition with records waiting is paused). A record whose ``REAL_QID`` is not a
+Known gaps: a level's records are held in memory from fetch until due (up to ``hold_bytes``
+each, plus librdkafka's prefetch queue). A record whose ``REAL_QID`` is not a
 partition of its real topic goes to any partition.
 """
 
@@ -77,6 +78,11 @@ def backoff_s(attempt: int) -> float:
     state = tenacity.RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
     return float(_BACKOFF(state))
+
+
+def _held(value: bytes) -> int:
+    """Bytes a held record takes: its value and about as much again for the objects."""
+    return len(value) + 200
 
 
 class _Recalled(AdapterError):
@@ -176,7 +182,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         if timer.DELIVER_HEADER not in headers:  # a delayed message of a level
             _, store_ms = record.timestamp()
             due = level_due_ms(store_ms, self._hops.delay_ms(partition), now)
-            self._heads.push(Entry(partition, offset, due, Parked(value)))
+            self._heads.push(Entry(partition, offset, due, Parked(value), _held(value)))
             return
         try:
             deliver_ms = int(headers[timer.DELIVER_HEADER])
@@ -184,18 +190,22 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             message_id = headers[prop.UNIQ_KEY].decode()
         except (KeyError, ValueError, UnicodeDecodeError) as exc:
             self._doomed[(partition, offset)] = f"corrupt: timer headers ({exc!r})"
-            self._heads.push(Entry(partition, offset, now, Parked(value)))
+            self._heads.push(Entry(partition, offset, now, Parked(value), _held(value)))
             return
         due = timer.hop_due_ms(hop_due, now, partition, self._hops)
-        self._heads.push(Entry(partition, offset, due, Parked(value, message_id, deliver_ms)))
+        parked = Parked(value, message_id, deliver_ms)
+        self._heads.push(Entry(partition, offset, due, parked, _held(value)))
 
     def _update_pauses(self) -> None:
-        """Pause each level whose head is not due; resume it once the head is due."""
+        """Pause each level that holds enough waiting records; resume it once its head is due
+        or it holds less."""
         consumer = self.consumer()
-        now = self.clock.now_ms()
-        waits = self._heads.head_waits
-        pause = [p for p in self._assigned if p not in self._paused and waits(p, now)]
-        resume = [p for p in self._paused if not waits(p, now)]
+        now, high = self.clock.now_ms(), self.config.hold_bytes
+        heads = self._heads
+        pause = [
+            p for p in self._assigned if p not in self._paused and heads.should_pause(p, now, high)
+        ]
+        resume = [p for p in self._paused if heads.may_resume(p, now, high)]
         if pause:
             consumer.pause([TopicPartition(SCHEDULE, p) for p in pause])
             self._paused.update(pause)

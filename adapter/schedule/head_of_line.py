@@ -5,6 +5,12 @@ only the head is examined; while it is not due, nothing behind it is (all record
 share one delay, so a later record is never due earlier). Unlike RocketMQ there is no 100 ms
 re-scan: the caller waits exactly until ``next_wakeup_ms()``.
 
+Fetching can wait too: a level is paused (:meth:`HeadOfLine.should_pause`) only once it holds
+``high_bytes`` whose head is not due, and fetches again when the head falls due or half of that
+is gone (:meth:`HeadOfLine.may_resume`). Pausing earlier would make the records behind a waiting
+head wait for a fresh fetch after the resume (librdkafka drops a paused partition's prefetched
+records), which added up to its fetch wait (100 ms) to their lateness.
+
 A partition can also be blocked until a time (its real topic refused a delivery and is being
 retried with back-off); the other partitions go on. Entries taken for a batch are handed back
 with ``put_back`` if the batch fails, so nothing is skipped.
@@ -28,12 +34,15 @@ class Entry(Generic[T]):
     offset: int
     due_ms: int
     item: T
+    size: int = 0
+    """Bytes it holds in memory."""
 
 
 class HeadOfLine(Generic[T]):
     def __init__(self) -> None:
         self._queues: dict[int, deque[Entry[T]]] = {}
         self._blocked_until: dict[int, int] = {}
+        self._bytes: dict[int, int] = {}
         self._start = 0
 
     def push(self, entry: Entry[T]) -> None:
@@ -43,6 +52,7 @@ class HeadOfLine(Generic[T]):
                 f"partition {entry.partition}: offset {entry.offset} after {queue[-1].offset}"
             )
         queue.append(entry)
+        self._bytes[entry.partition] = self._bytes.get(entry.partition, 0) + entry.size
 
     def take_due(self, now_ms: int, limit: int) -> list[Entry[T]]:
         """Remove and return due heads, in order per partition, at most ``limit`` in all.
@@ -59,13 +69,16 @@ class HeadOfLine(Generic[T]):
                 continue
             queue = self._queues[partition]
             while queue and len(taken) < limit and queue[0].due_ms <= now_ms:
-                taken.append(queue.popleft())
+                entry = queue.popleft()
+                self._bytes[partition] -= entry.size
+                taken.append(entry)
         return taken
 
     def put_back(self, entries: Iterable[Entry[T]]) -> None:
         """Return entries taken by ``take_due`` to the head of their partitions, in order."""
         for entry in reversed(list(entries)):
             self._queues.setdefault(entry.partition, deque()).appendleft(entry)
+            self._bytes[entry.partition] = self._bytes.get(entry.partition, 0) + entry.size
 
     def block(self, partition: int, until_ms: int) -> None:
         self._blocked_until[partition] = until_ms
@@ -77,6 +90,7 @@ class HeadOfLine(Generic[T]):
         """Forget a partition (it was revoked): its records are read again by the next owner."""
         self._queues.pop(partition, None)
         self._blocked_until.pop(partition, None)
+        self._bytes.pop(partition, None)
 
     def next_wakeup_ms(self) -> int | None:
         """When the earliest head becomes due (or its block ends); ``None`` when all is empty."""
@@ -88,13 +102,24 @@ class HeadOfLine(Generic[T]):
         return min(times) if times else None
 
     def head_waits(self, partition: int, now_ms: int) -> bool:
-        """The partition's head is not due yet (or the partition is blocked): fetching more of
-        it can wait. Once the head is due, fetching resumes, so the records behind it are
-        already here when they fall due."""
+        """The partition's head is not due yet, or the partition is blocked."""
         queue = self._queues.get(partition)
         if not queue:
             return False
         return queue[0].due_ms > now_ms or self._blocked_until.get(partition, 0) > now_ms
+
+    def held_bytes(self, partition: int) -> int:
+        return self._bytes.get(partition, 0)
+
+    def should_pause(self, partition: int, now_ms: int, high_bytes: int) -> bool:
+        """Stop fetching the partition: its head waits and it holds ``high_bytes`` or more."""
+        return self.head_waits(partition, now_ms) and self.held_bytes(partition) >= high_bytes
+
+    def may_resume(self, partition: int, now_ms: int, high_bytes: int) -> bool:
+        """Fetch a paused partition again: its head is due, or it holds under half of
+        ``high_bytes`` (the gap keeps a level from flapping between paused and fetching)."""
+        low = high_bytes // 2
+        return not self.head_waits(partition, now_ms) or self.held_bytes(partition) < low
 
     def waiting(self) -> dict[int, int]:
         """How many records wait per partition."""

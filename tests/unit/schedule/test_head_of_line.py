@@ -69,3 +69,36 @@ def test_the_wakeup_is_the_earliest_head() -> None:
     assert heads.next_wakeup_ms() == 2_000
     heads.drop(1)
     assert heads.next_wakeup_ms() == 3_000
+
+
+def test_a_waiting_level_is_paused_only_once_it_holds_enough() -> None:
+    heads: HeadOfLine[str] = HeadOfLine()
+    heads.push(Entry(0, 0, 5_000, "a", size=600))
+    assert not heads.should_pause(0, now_ms=1_000, high_bytes=1_000), "the next records come on"
+    heads.push(Entry(0, 1, 5_000, "b", size=600))
+    assert heads.held_bytes(0) == 1_200
+    assert heads.should_pause(0, now_ms=1_000, high_bytes=1_000)
+    assert not heads.may_resume(0, now_ms=1_000, high_bytes=1_000)
+
+
+def test_a_paused_level_fetches_again_once_its_head_is_due_or_it_holds_little() -> None:
+    heads: HeadOfLine[str] = HeadOfLine()
+    heads.push(Entry(0, 0, 5_000, "a", size=600))
+    heads.push(Entry(0, 1, 9_000, "b", size=600))
+    assert heads.may_resume(0, now_ms=5_000, high_bytes=1_000), "its head is due"
+    assert [e.item for e in heads.take_due(5_000, 10)] == ["a"]
+    assert heads.held_bytes(0) == 600
+    assert not heads.may_resume(0, now_ms=5_000, high_bytes=1_000), "600 is not under half"
+    assert heads.may_resume(0, now_ms=5_000, high_bytes=1_300), "600 is under half of 1,300"
+
+
+def test_bytes_held_follow_entries_taken_put_back_and_dropped() -> None:
+    heads: HeadOfLine[str] = HeadOfLine()
+    heads.push(Entry(0, 0, 100, "a", size=10))
+    heads.push(Entry(0, 1, 100, "b", size=20))
+    taken = heads.take_due(100, 10)
+    assert heads.held_bytes(0) == 0
+    heads.put_back(taken)
+    assert heads.held_bytes(0) == 30
+    heads.drop(0)
+    assert heads.held_bytes(0) == 0
