@@ -221,7 +221,10 @@ class ProducerConfig:
                 **settings,
                 "transactional.id": transactional_id,
                 "transaction.timeout.ms": FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
-                "linger.ms": 1,
+                # A group's records go out when the group is flushed (flush ignores the
+                # linger): one produce request per group. 1 ms sent a request per millisecond
+                # and kept librdkafka's threads busy: 2,000 transactions/s here against 3,000.
+                "linger.ms": 100,
                 "retry.backoff.ms": CONCURRENT_TRANSACTIONS_BACKOFF_MS,
             }
         )
@@ -397,3 +400,7 @@ class CoordinatorConfig(WorkerConfig):
     }
 
     policy: CheckPolicy = field(default_factory=CheckPolicy)
+    record_linger_ms: int = 100
+    """How long decisions that only need their OP record (a fast-path commit or rollback, a
+    duplicate) may wait to be recorded together with later ones: one Kafka transaction then
+    records many. Anything else (a delivery, a check, a parked record) is applied at once."""
