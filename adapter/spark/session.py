@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from adapter.spark.config import SparkJobConfig
 from adapter.spark.jars import java_executable, locate
+from adapter.spark.jvm_log import forward_in_background
 
 log = logging.getLogger(__name__)
 
@@ -64,28 +68,25 @@ def build_session(config: SparkJobConfig) -> SparkSession:
     # the query and is raised by await_query, so py4j's copy (and its chatter) is cut.
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG} {config.java_options}".strip()
-    builder = (
-        SparkSession.builder.appName(f"rmq-adapter-{config.job.value}")
-        .master(config.master)
-        .config("spark.jars", jars.spark_jars)
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config(
-            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
-        )
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", config.driver_memory)
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", java_options)
-        .config("spark.default.parallelism", "2")
-    )
+    settings = {
+        "spark.app.name": f"rmq-adapter-{config.job.value}",
+        "spark.master": config.master,
+        "spark.jars": jars.spark_jars,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": config.driver_memory,
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.executor.extraJavaOptions": java_options,
+        "spark.default.parallelism": "2",
+        **SQL_SETTINGS,
+    }
     if _is_loopback(config.master):
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
-    for key, value in SQL_SETTINGS.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    conf = SparkConf().setAll(list(settings.items()))
+    _launch_driver_jvm(conf)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
     for key, value in SQL_SETTINGS.items():
         spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("WARN")
@@ -98,6 +99,18 @@ def build_session(config: SparkJobConfig) -> SparkSession:
         },
     )
     return spark
+
+
+def _launch_driver_jvm(conf: SparkConf) -> None:
+    """Start the driver JVM with its standard error piped into Python logging
+    (:mod:`adapter.spark.jvm_log`), unless this process runs one already."""
+    if SparkContext._gateway is not None:
+        return
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    stderr = getattr(getattr(gateway, "proc", None), "stderr", None)
+    if stderr is not None:
+        forward_in_background(stderr)
 
 
 def driver_jvm_pid(spark: SparkSession) -> int | None:
