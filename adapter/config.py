@@ -384,6 +384,15 @@ class ForwarderConfig(WorkerConfig):
     levels: DelayLevels = field(default_factory=DelayLevels.parse)
     hold_bytes: int = 4 * 1024 * 1024
     """How much of a level waits in memory before the level is paused until its head is due."""
+    prepare_ahead_ms: int = 20
+    """How long before its records fall due a batch's Kafka transaction begins and sends its
+    consumed positions (the slow part of a transaction); the records are produced, and the
+    transaction committed, only once they are due. 0: everything happens once they are due."""
+
+    def __post_init__(self) -> None:
+        super(ForwarderConfig, self).__post_init__()
+        if not 0 <= self.prepare_ahead_ms <= 1000:
+            raise ConfigError(f"prepare-ahead must be 0 to 1000 ms, got {self.prepare_ahead_ms}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,17 +167,24 @@ class Transactor:
     def produce(self, topic: str, value: bytes | None, **kwargs: Any) -> None:
         io.produce(self.producer, topic, value, timeout_s=self.timeout_s, **kwargs)
 
+    def send_offsets(self, positions: list[TopicPartition], consumer: Consumer) -> None:
+        """Put the consumer's ``positions`` into the open transaction."""
+        if not positions:
+            return
+        producer, timeout = self.producer, self.timeout_s
+        metadata = consumer.consumer_group_metadata()
+        self._retrying(
+            "send_offsets_to_transaction",
+            lambda: producer.send_offsets_to_transaction(positions, metadata, timeout),
+        )
+
     def commit(
         self, positions: list[TopicPartition] | None = None, consumer: Consumer | None = None
     ) -> None:
         """Commit the open transaction, with the consumer's ``positions`` in it if given."""
-        producer, timeout = self.producer, self.timeout_s
         if positions and consumer is not None:
-            metadata = consumer.consumer_group_metadata()
-            self._retrying(
-                "send_offsets_to_transaction",
-                lambda: producer.send_offsets_to_transaction(positions, metadata, timeout),
-            )
+            self.send_offsets(positions, consumer)
+        producer, timeout = self.producer, self.timeout_s
         self._retrying("commit_transaction", lambda: producer.commit_transaction(timeout))
         self.in_transaction = False
 

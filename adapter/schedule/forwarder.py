@@ -10,7 +10,10 @@ to their real topic and queue. Beyond RocketMQ:
 - on time: the worker waits exactly until the earliest head falls due, instead of re-scanning
   every 100 ms; the records behind a waiting head are fetched meanwhile, so they are in memory
   when they fall due; a level is paused only once it holds ``hold_bytes`` (4 MiB) of waiting
-  records, until its head is due (:meth:`HeadOfLine.should_pause`);
+  records, until its head is due (:meth:`HeadOfLine.should_pause`); a batch's transaction
+  begins ``prepare_ahead_ms`` (20) before its records fall due and sends its consumed
+  positions then, and produces them and commits once all are due by the worker's clock
+  (:attr:`Batch.not_before_ms`), so only the produce and the commit lie past the due time;
 - scale-out: workers share the level partitions through the consumer group
   ``CID_RMQ_SYS_SCHEDULE``; each has its own transactional id, and a zombie is fenced;
 - a real topic that refuses a delivery is retried with back-off (tenacity's wait strategy)
@@ -30,6 +33,7 @@ partition of its real topic goes to any partition.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,6 +43,7 @@ from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
 from adapter import properties as prop
+from adapter.clock import SYSTEM_CLOCK
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
@@ -83,6 +88,10 @@ def backoff_s(attempt: int) -> float:
 def _held(value: bytes) -> int:
     """Bytes a held record takes: its value and about as much again for the objects."""
     return len(value) + 200
+
+
+class _NotDue(AdapterError):
+    """The batch was prepared ahead of its due time, and that time did not come."""
 
 
 class _Recalled(AdapterError):
@@ -141,9 +150,9 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def run_once(self) -> int:
         """Fetch, forward what is due in one transaction; return how many records moved."""
         consumer = self.consumer()
-        now = self.clock.now_ms()
+        now, ahead = self.clock.now_ms(), self.config.prepare_ahead_ms
         wakeup = self._heads.next_wakeup_ms()
-        wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - now)
+        wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - ahead - now)
         records = fetch(
             consumer, self.config.max_batch, min(wait_ms, self.config.max_wait_ms) / 1000
         )
@@ -152,7 +161,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         if self._recalls is not None:
             self._recalls.poll()
         moved = 0
-        entries = self._heads.take_due(self.clock.now_ms(), self.config.max_batch)
+        entries = self._heads.take_due(self.clock.now_ms() + ahead, self.config.max_batch)
         if entries:
             moved = self._forward(entries)
         self._update_pauses()
@@ -221,7 +230,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         recalls = self._recalls.recalls if self._recalls is not None else {}
         batch = plan_batch(
             entries,
-            now_ms=self.clock.now_ms(),
+            now_ms=self.clock.now_ms() + self.config.prepare_ahead_ms,
             hops=self._hops,
             recalled=recalls.__contains__,
             doomed=self._doomed,
@@ -241,6 +250,11 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self.tx.abort()
             log.info("%s; the batch goes again without it", exc)
             return 0
+        except _NotDue as exc:
+            self._heads.put_back(batch.entries)  # nothing of the batch was produced
+            self.tx.abort()
+            log.debug("%s; the batch goes again", exc)
+            return 0
         except (KafkaException, AdapterError) as exc:
             self._heads.put_back(batch.entries)  # nothing of the batch was committed
             if not self._recover(exc, batch):
@@ -250,15 +264,28 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         return len(batch.sends)
 
     def _transact(self, batch: Batch) -> None:
-        """Produce the batch and commit it with its consumed positions, in one transaction."""
+        """The batch and its consumed positions in one transaction: the positions first, then,
+        once every record of the batch is due, the records and the commit."""
         self.tx.begin()
         self._markers = {}
+        positions = [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()]
+        self.tx.send_offsets(positions, self.consumer())
+        self._wait_until(batch.not_before_ms)
         for send in batch.sends:
             self._produce(send)
         if self._markers:
             self._check_recalls()
-        positions = [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()]
-        self.tx.commit(positions, self.consumer())
+        self.tx.commit()
+
+    def _wait_until(self, due_ms: int) -> None:
+        """Sleep until ``due_ms`` on the forwarder's clock; :class:`_NotDue` if that clock has
+        not got there after the prepare-ahead time and a little more of real time (a manual
+        clock in a test, or a clock set back)."""
+        give_up = SYSTEM_CLOCK.monotonic() + (self.config.prepare_ahead_ms + 20) / 1000
+        while (left_ms := due_ms - self.clock.now_ms()) > 0:
+            if SYSTEM_CLOCK.monotonic() >= give_up:
+                raise _NotDue(f"not due for another {left_ms} ms by the forwarder's clock")
+            time.sleep(min(left_ms, 5) / 1000)
 
     def _check_recalls(self) -> None:
         """Before a batch delivers timers: no RECALL of one of them lies before its DELIVERED

@@ -83,6 +83,20 @@ class Batch:
     """Partitions whose head waits out the last milliseconds of a timer."""
 
     @property
+    def not_before_ms(self) -> int:
+        """The earliest the batch may commit: every record it consumes is due, and every timer
+        it delivers has reached its deliver time."""
+        return max(
+            (
+                s.entry.item.deliver_ms
+                if s.kind == "deliver" and s.entry.item.deliver_ms is not None
+                else s.entry.due_ms
+                for s in self.sends
+            ),
+            default=0,
+        )
+
+    @property
     def entries(self) -> list[Held]:
         """The records the batch consumes, in order."""
         seen: dict[tuple[int, int], Held] = {}

@@ -5,6 +5,7 @@ import pytest
 from adapter.config import (
     FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
     ConsumerConfig,
+    ForwarderConfig,
     KafkaSettings,
     MessageModel,
     ProducerConfig,
@@ -77,3 +78,9 @@ def test_a_new_cluster_id_never_starts_with_a_dash() -> None:
 
     ids = [new_cluster_id() for _ in range(2000)]
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+
+
+@pytest.mark.parametrize("ahead", [-1, 1001])
+def test_a_prepare_ahead_outside_0_to_1000_ms_is_refused(ahead: int) -> None:
+    with pytest.raises(ConfigError, match="prepare-ahead must be 0 to 1000 ms"):
+        ForwarderConfig(KafkaSettings("127.0.0.1:9092"), prepare_ahead_ms=ahead)

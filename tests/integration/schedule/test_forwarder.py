@@ -267,6 +267,36 @@ def test_on_an_injected_clock_a_delayed_message_moves_exactly_when_its_level_is_
         forwarder.close()
 
 
+def test_a_batch_prepared_ahead_of_its_due_time_writes_nothing_until_the_clock_gets_there(
+    system_topics, make_producer, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    make_producer().send_sync(delayed(topic, "in one second", 1))
+    clock = ManualClock()
+    forwarder = ScheduleForwarder(
+        ForwarderConfig(
+            KafkaSettings(system_topics),
+            worker_id=unique("test"),
+            max_wait_ms=100,
+            prepare_ahead_ms=20,
+        ),
+        clock=clock,
+    )
+    try:
+        assert forwarder.drain() == 0
+        due = forwarder._heads.next_wakeup_ms()
+        assert due is not None
+        clock.advance(due - 10 - clock.now_ms())
+        assert forwarder.run_once() == 0, "prepared 10 ms ahead, then the clock did not move"
+        assert end_offset(system_topics, topic) == 0, "not a record written, not even aborted"
+        clock.advance(10)
+        assert forwarder.drain() == 1
+        [record] = read_committed(system_topics, topic, 1)
+        assert record.value() == b"in one second"
+    finally:
+        forwarder.close()
+
+
 def test_a_forwarder_in_burst_mode_delivers_what_is_due_and_exits_zero(
     system_topics, make_producer, new_topic
 ) -> None:

@@ -156,3 +156,25 @@ def test_a_recalled_timer_is_dropped_with_a_dropped_marker_and_consumed() -> Non
     [dropped] = batch.sends
     assert (dropped.kind, dropped.topic, dropped.key) == ("dropped", RECALLS, b"T2")
     assert batch.positions == {18: 3}
+
+
+def test_a_batch_may_commit_once_its_latest_record_is_due() -> None:
+    records = [
+        Entry(0, 1, NOW - 5, Parked(parked_record("Orders"))),
+        Entry(1, 1, NOW + 12, Parked(parked_record("Orders"))),
+    ]
+    assert plan(records, partitions=counts(Orders=4)).not_before_ms == NOW + 12
+
+
+def test_a_batch_delivering_a_timer_may_commit_only_at_its_deliver_time() -> None:
+    late_hop = Entry(18, 3, NOW - 30, Parked(parked_record("Orders"), "T3", NOW + 15))
+    batch = plan_batch(
+        [late_hop],
+        now_ms=NOW + 20,
+        hops=HOPS,
+        recalled=lambda _id: False,
+        doomed={},
+        partitions=counts(Orders=4),
+    )
+    assert [s.kind for s in batch.sends] == ["deliver", "delivered"]
+    assert batch.not_before_ms == NOW + 15
