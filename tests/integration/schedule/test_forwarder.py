@@ -242,6 +242,14 @@ def end_offset(bootstrap: str, topic: str) -> int:
         reader.close()
 
 
+def on_a_manual_clock(bootstrap: str, clock: ManualClock, **config: int) -> ScheduleForwarder:
+    """A forwarder driven turn by turn on ``clock``."""
+    settings = ForwarderConfig(
+        KafkaSettings(bootstrap), worker_id=unique("test"), max_wait_ms=100, **config
+    )
+    return ScheduleForwarder(settings, clock=clock)
+
+
 def test_on_an_injected_clock_a_delayed_message_moves_exactly_when_its_level_is_due(
     system_topics, make_producer, new_topic
 ) -> None:
@@ -250,10 +258,7 @@ def test_on_an_injected_clock_a_delayed_message_moves_exactly_when_its_level_is_
     # Started after the broker stamped the record (a clock behind the broker's would make the
     # record look further away than its level allows, and due at once: the clock-jump rule).
     clock = ManualClock()
-    forwarder = ScheduleForwarder(
-        ForwarderConfig(KafkaSettings(system_topics), worker_id=unique("test"), max_wait_ms=100),
-        clock=clock,
-    )
+    forwarder = on_a_manual_clock(system_topics, clock)
     try:
         assert forwarder.drain() == 0
         clock.advance(4_000)
@@ -273,15 +278,7 @@ def test_a_batch_prepared_ahead_of_its_due_time_writes_nothing_until_the_clock_g
     topic = new_topic(partitions=1)
     make_producer().send_sync(delayed(topic, "in one second", 1))
     clock = ManualClock()
-    forwarder = ScheduleForwarder(
-        ForwarderConfig(
-            KafkaSettings(system_topics),
-            worker_id=unique("test"),
-            max_wait_ms=100,
-            prepare_ahead_ms=20,
-        ),
-        clock=clock,
-    )
+    forwarder = on_a_manual_clock(system_topics, clock, prepare_ahead_ms=20)
     try:
         assert forwarder.drain() == 0
         due = forwarder._heads.next_wakeup_ms()
