@@ -178,14 +178,14 @@ class Receiver:
 
 def bench_burst(bootstrap: str, n: int, table: Table) -> None:
     # Baseline: the burst straight to a real topic.
-    direct = new_topic(bootstrap, 4, "Direct")
+    direct = new_topic(bootstrap, 4, "Direct", prime=True)
     receiver = Receiver(bootstrap, direct, n)
     send_burst_elsewhere(bootstrap, direct, n, 0)
     got = receiver.wait()
     p50, p99, worst = percentiles([at - ts for _, at, ts in got])
     table.add("direct send (baseline)", n, len(got), f"{p50:.0f}", f"{p99:.0f}", worst, "-")
 
-    topic = new_topic(bootstrap, 4, "Delayed")
+    topic = new_topic(bootstrap, 4, "Delayed", prime=True)
     forwarder = Forwarder(bootstrap)
     time.sleep(8)  # the forwarder joins its group
     start = schedule_end_offsets(bootstrap)
@@ -225,7 +225,7 @@ def bench_drain(bootstrap: str, n: int, table: Table) -> float:
 
 
 def bench_mixed(bootstrap: str, m: int, table: Table) -> None:
-    topic = new_topic(bootstrap, 4, "Mixed")
+    topic = new_topic(bootstrap, 4, "Mixed", prime=True)
     forwarder = Forwarder(bootstrap)
     time.sleep(8)
     start = schedule_end_offsets(bootstrap)

@@ -10,7 +10,8 @@ workers as their own processes, as in production.
 - Normal sends: ``Producer.send_sync`` (acks=all) from 8 threads.
 - Delayed messages: delay levels 1 and 2 (1 s, 5 s), one schedule forwarder process
   (``bench.delay.Forwarder``). Due time = the SCHEDULE record's LogAppendTime + the level's delay
-  (``bench.delay.due_times``), received = when a read_committed reader of the real topic got it.
+  (``bench.delay.due_times``), received = when a read_committed reader of the real topic (in a
+  child process, as RocketMQ's receiver) got it.
 - 5.x SimpleConsumer: per phase a topic of 4 partitions pre-filled by the 5.x ``Producer``'s
   ``send_async``, drained by ``adapter.v5.SimpleConsumer`` (``bench.simple_consumer``: a share
   group of its own, ``receive(32, 30 s)`` + ``ack`` each, 1 then 4 threads sharing one consumer).
@@ -22,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
+import multiprocessing
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from adapter import properties as prop
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
@@ -35,8 +37,15 @@ from adapter.delay import DelayLevels
 from adapter.kafka import io, topics
 from adapter.message import ReceivedMessage
 from bench.client import adapter_producer
-from bench.common import Coordinator, kafka, new_topic, reader_of_new_topic
-from bench.delay import Forwarder, due_times, schedule_end_offsets
+from bench.common import (
+    Coordinator,
+    kafka,
+    new_topic,
+    prime_partitions,
+    reader_of_new_topic,
+    wait_started,
+)
+from bench.delay import SCHEDULE, Forwarder, due_times, schedule_end_offsets
 from bench.rocketmq_figures import (
     DEFAULT_CHECK_INTERVAL_MS,
     FAST_CHECK_INTERVAL_MS,
@@ -73,10 +82,46 @@ DELAY_WARM_UP = 100  # delayed messages at level 1 through the forwarder before 
 log = logging.getLogger("bench.rocketmq")
 
 
+def _read_keyed(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    timeout_s: float,
+    linger_s: float,
+    by_body: bool,
+    ready: Any,
+    out: Any,
+) -> None:
+    """The child process of :class:`Keyed`: put (first arrivals, deliveries) on ``out``."""
+    consumer = reader_of_new_topic(bootstrap, topic)
+    consumer.consume(1, 0.5)  # positioned before the first message
+    ready.put(True)
+    first: dict[bytes, int] = {}
+    deliveries: Counter[bytes] = Counter()
+    deadline = time.monotonic() + timeout_s
+    end: float | None = None
+    try:
+        while time.monotonic() < (end or deadline):
+            records = io.fetch(consumer, 1000, 0.05)
+            at = now_ms()
+            for r in records:
+                if r.error() is not None:
+                    continue
+                key = (r.value() or b"") if by_body else dict(r.headers() or [])[prop.UNIQ_KEY]
+                deliveries[key] += 1
+                first.setdefault(key, at)
+            if end is None and len(first) >= n:
+                end = min(deadline, time.monotonic() + linger_s)
+    finally:
+        consumer.close()
+    out.put((first, deliveries))
+
+
 class Keyed:
-    """A read_committed reader of a real topic on a thread: first arrival and deliveries per
-    ``UNIQ_KEY`` (or per body), until ``n`` distinct ones arrived or the deadline, then
-    ``linger_s`` more for duplicates."""
+    """A read_committed reader of a real topic in a child process, as RocketMQ's receiver is
+    (a thread of the benchmark's process shares the GIL with its 8 sending threads and waits
+    out its garbage collections): first arrival and deliveries per ``UNIQ_KEY`` (or per body),
+    until ``n`` distinct ones arrived or the deadline, then ``linger_s`` more for duplicates."""
 
     def __init__(
         self,
@@ -89,33 +134,24 @@ class Keyed:
     ) -> None:
         self.first: dict[bytes, int] = {}
         self.deliveries: Counter[bytes] = Counter()
-        self._consumer = reader_of_new_topic(bootstrap, topic)
-        self._consumer.consume(1, 0.5)  # positioned before the first message
-        self._args = (n, timeout_s, linger_s, by_body)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        n, timeout_s, linger_s, by_body = self._args
-        deadline = time.monotonic() + timeout_s
-        end: float | None = None
-        try:
-            while time.monotonic() < (end or deadline):
-                records = io.fetch(self._consumer, 1000, 0.05)
-                at = now_ms()
-                for r in records:
-                    if r.error() is not None:
-                        continue
-                    key = (r.value() or b"") if by_body else dict(r.headers() or [])[prop.UNIQ_KEY]
-                    self.deliveries[key] += 1
-                    self.first.setdefault(key, at)
-                if end is None and len(self.first) >= n:
-                    end = min(deadline, time.monotonic() + linger_s)
-        finally:
-            self._consumer.close()
+        context = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka
+        ready, self._out = context.Queue(), context.Queue()
+        self._wait_s = timeout_s + linger_s + 60
+        self._child = context.Process(
+            target=_read_keyed,
+            args=(bootstrap, topic, n, timeout_s, linger_s, by_body, ready, self._out),
+            daemon=True,
+        )
+        self._child.start()
+        wait_started(self._child, ready, f"the reader of {topic}", 120)
 
     def wait(self) -> Keyed:
-        self._thread.join()
+        try:
+            self.first, self.deliveries = self._out.get(timeout=self._wait_s)
+        finally:
+            self._child.join(30)
+            if self._child.is_alive():
+                self._child.kill()
         return self
 
     @property
@@ -142,7 +178,7 @@ def transactions(bootstrap: str, coordinator: Coordinator, sizes: Sizes, figures
 
         n = sizes.tx_messages
         log.info("adapter: transactional throughput, %d messages from 8 threads", n)
-        topic = new_topic(bootstrap, 4, "TxThroughput")
+        topic = new_topic(bootstrap, 4, "TxThroughput", prime=True)
         reader = Reader(bootstrap, topic, n, timeout=max(180.0, n / 50))
         sent = run_threads(n, lambda i: tx.send(topic, body("t", i)), deadline_s=max(600, n / 20))
         got, dups = reader.wait()
@@ -161,7 +197,7 @@ def transactions(bootstrap: str, coordinator: Coordinator, sizes: Sizes, figures
         tx.committed_at.clear()
         n, pace = sizes.paced, sizes.pace
         log.info("adapter: commit-to-visible, %d messages at %.0f/s", n, pace)
-        topic = new_topic(bootstrap, 4, "TxLatency")
+        topic = new_topic(bootstrap, 4, "TxLatency", prime=True)
         reader = Reader(bootstrap, topic, n, timeout=max(120.0, n / pace + 60))
         run_threads(
             n,
@@ -202,6 +238,7 @@ def delays(bootstrap: str, sizes: Sizes, figures: Figures) -> None:
     """Delay levels 1 and 2 (1 s, 5 s): burst and paced; lateness against the due time."""
     forwarder = Forwarder(bootstrap)
     producer = adapter_producer(bootstrap)
+    prime_partitions(bootstrap, SCHEDULE, LEVELS.max_level)
     try:
         # Untimed warm-up: a burst at level 1 through the forwarder (which joins its group).
         warm = new_topic(bootstrap, 4, "DelayWarmUp")
@@ -226,7 +263,7 @@ def delays(bootstrap: str, sizes: Sizes, figures: Figures) -> None:
                 n = sizes.delay_paced if paced else sizes.delay_burst
                 pace = sizes.delay_pace if paced else 0.0
                 log.info("adapter: delayed messages, %s (%d, level %d)", name, n, level)
-                topic = new_topic(bootstrap, 4, "Delayed")
+                topic = new_topic(bootstrap, 4, "Delayed", prime=True)
                 start = schedule_end_offsets(bootstrap)
                 send_s = n / pace if pace else 10.0
                 reader = Keyed(bootstrap, topic, n, timeout_s=send_s + delay_s + 60)
@@ -295,7 +332,7 @@ class SeedProducer:
 
 def seed(bootstrap: str, check_interval_ms: int, watch_s: float, figures: Figures) -> None:
     """Seed 004: Num0..Num9 in transactions, answers per key; deliveries per key."""
-    topic = new_topic(bootstrap, 4, "Seed")
+    topic = new_topic(bootstrap, 4, "Seed", prime=True)
     sender = SeedProducer(bootstrap)
     try:
         timeout_s = 6 + 2 * check_interval_ms / 1000 + 30

@@ -88,7 +88,7 @@ def paced(bootstrap: str, rate: float, seconds: float, table: Table) -> None:
     producer.startup()
     try:
         for label, delays in (("direct send (baseline)", (0,)), ("timers", DELAYS_MS)):
-            topic = new_topic(bootstrap, 2)
+            topic = new_topic(bootstrap, 2, prime=True)
             got: list[tuple[int, int, int]] = []
             wait_s = seconds + max(delays) / 1000 + 30
             reader = threading.Thread(

@@ -278,7 +278,7 @@ def bench_throughput(
     try:
         tx.send(new_topic(bootstrap, 4, "TxWarmUp"), body("warm", 0, 100))
 
-        topic = new_topic(bootstrap, 4, "TxThroughput")
+        topic = new_topic(bootstrap, 4, "TxThroughput", prime=True)
         reader = Reader(bootstrap, topic, n, timeout=max(180.0, n / 100))
         cpu = coordinator.cpu_seconds(), time.process_time()
         sent = run_threads(n, lambda i: tx.send(topic, body("t", i, 100)), deadline_s=600)
@@ -328,7 +328,7 @@ def bench_throughput(
             "queueing included",
         )
 
-        topic = new_topic(bootstrap, 4, "TxLatency")
+        topic = new_topic(bootstrap, 4, "TxLatency", prime=True)
         before = tx.check_calls
         tx.committed_at.clear()
         reader = Reader(bootstrap, topic, paced, timeout=max(120.0, paced / pace + 60))
@@ -369,7 +369,7 @@ def bench_first_check(bootstrap: str, k: int, pace: float, table: Table) -> None
         tx.first_check.clear()
         calls_before = tx.check_calls
 
-        topic = new_topic(bootstrap, 4, "TxChecked")
+        topic = new_topic(bootstrap, 4, "TxChecked", prime=True)
         reader = Reader(bootstrap, topic, k, timeout=max(120.0, k / pace + 60))
         sent = run_threads(
             k,
@@ -401,7 +401,7 @@ def bench_first_check(bootstrap: str, k: int, pace: float, table: Table) -> None
 
 
 def bench_kafka_baseline(bootstrap: str, n: int, table: Table) -> None:
-    topic = new_topic(bootstrap, 4, "KafkaTx")
+    topic = new_topic(bootstrap, 4, "KafkaTx", prime=True)
     kafka_topic = naming.kafka_topic(topic)
     committing: dict[bytes, int] = {}
     warm_up = naming.kafka_topic(new_topic(bootstrap, 1, "KafkaTxWarmUp"))
