@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import platform
 import queue
@@ -13,7 +14,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,8 @@ def kafka() -> Iterator[str]:
 def new_topic(
     bootstrap: str, partitions: int = 4, prefix: str = "Bench", *, prime: bool = False
 ) -> str:
-    """A new topic; ``prime``: with each partition's first append done (see :func:`prime`)."""
+    """A new topic; ``prime``: with each partition's first append done
+    (:func:`prime_partitions`)."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     admin = clients.admin({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
@@ -239,3 +241,32 @@ def wait_started(child: Any, ready: Any, what: str, within_s: float) -> None:
             if not child.is_alive() or time.monotonic() > deadline:
                 child.kill()
                 raise RuntimeError(f"{what} did not start") from None
+
+
+class ChildRun:
+    """``target(*args, ready, out)`` in a child process of its own (spawned: no fork of a
+    process running librdkafka), so that what it measures shares no GIL with the senders;
+    started once the child puts anything on ``ready``. :meth:`result` is what it puts on
+    ``out``; the child is killed if it outstays that."""
+
+    def __init__(
+        self,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        what: str,
+        start_within_s: float = 120,
+    ) -> None:
+        context = multiprocessing.get_context("spawn")
+        ready, self._out = context.Queue(), context.Queue()
+        self._child = context.Process(target=target, args=(*args, ready, self._out), daemon=True)
+        self._child.start()
+        wait_started(self._child, ready, what, start_within_s)
+
+    def result(self, within_s: float) -> Any:
+        try:
+            return self._out.get(timeout=within_s)
+        finally:
+            self._child.join(30)
+            if self._child.is_alive():
+                self._child.kill()
+                self._child.join(10)

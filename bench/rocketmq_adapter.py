@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import time
 import uuid
 from collections import Counter
@@ -38,12 +37,12 @@ from adapter.kafka import io, topics
 from adapter.message import ReceivedMessage
 from bench.client import adapter_producer
 from bench.common import (
+    ChildRun,
     Coordinator,
     kafka,
     new_topic,
     prime_partitions,
     reader_of_new_topic,
-    wait_started,
 )
 from bench.delay import SCHEDULE, Forwarder, due_times, schedule_end_offsets
 from bench.rocketmq_figures import (
@@ -134,24 +133,15 @@ class Keyed:
     ) -> None:
         self.first: dict[bytes, int] = {}
         self.deliveries: Counter[bytes] = Counter()
-        context = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka
-        ready, self._out = context.Queue(), context.Queue()
         self._wait_s = timeout_s + linger_s + 60
-        self._child = context.Process(
-            target=_read_keyed,
-            args=(bootstrap, topic, n, timeout_s, linger_s, by_body, ready, self._out),
-            daemon=True,
+        self._child = ChildRun(
+            _read_keyed,
+            (bootstrap, topic, n, timeout_s, linger_s, by_body),
+            f"the reader of {topic}",
         )
-        self._child.start()
-        wait_started(self._child, ready, f"the reader of {topic}", 120)
 
     def wait(self) -> Keyed:
-        try:
-            self.first, self.deliveries = self._out.get(timeout=self._wait_s)
-        finally:
-            self._child.join(30)
-            if self._child.is_alive():
-                self._child.kill()
+        self.first, self.deliveries = self._child.result(self._wait_s)
         return self
 
     @property
@@ -238,8 +228,8 @@ def delays(bootstrap: str, sizes: Sizes, figures: Figures) -> None:
     """Delay levels 1 and 2 (1 s, 5 s): burst and paced; lateness against the due time."""
     forwarder = Forwarder(bootstrap)
     producer = adapter_producer(bootstrap)
-    prime_partitions(bootstrap, SCHEDULE, LEVELS.max_level)
     try:
+        prime_partitions(bootstrap, SCHEDULE, LEVELS.max_level)
         # Untimed warm-up: a burst at level 1 through the forwarder (which joins its group).
         warm = new_topic(bootstrap, 4, "DelayWarmUp")
         reader = Keyed(bootstrap, warm, DELAY_WARM_UP, timeout_s=90)

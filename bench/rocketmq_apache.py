@@ -26,7 +26,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import math
-import multiprocessing
 import threading
 import time
 from collections import Counter
@@ -45,7 +44,7 @@ from rocketmq import (
     TransactionResolution,
 )
 
-from bench.common import rate, wait_started
+from bench.common import ChildRun, rate
 from bench.rocketmq_figures import (
     DEFAULT_CHECK_INTERVAL_MS,
     FAST_CHECK_INTERVAL_MS,
@@ -249,35 +248,16 @@ class Receiver:
         timeout_s: float,
         linger_s: float = 1.0,
     ) -> None:
-        context = multiprocessing.get_context("spawn")
-        ready, self._out = context.Queue(), context.Queue()
         self._wait_s = timeout_s + linger_s + AWAIT_S + 60
-        self._child = context.Process(
-            target=_receive,
-            args=(
-                endpoints,
-                topic.name,
-                group_of(topic),
-                prefix,
-                n,
-                timeout_s,
-                linger_s,
-                ready,
-                self._out,
-            ),
-            daemon=True,
+        self._child = ChildRun(
+            _receive,
+            (endpoints, topic.name, group_of(topic), prefix, n, timeout_s, linger_s),
+            f"the receiver of {topic.name}",
+            start_within_s=60,
         )
-        self._child.start()
-        wait_started(self._child, ready, f"the receiver of {topic.name}", 60)
 
     def wait(self) -> Arrivals:
-        try:
-            seen: Arrivals = self._out.get(timeout=self._wait_s)
-        finally:
-            self._child.join(30)
-            if self._child.is_alive():
-                self._child.kill()
-                self._child.join(10)
+        seen: Arrivals = self._child.result(self._wait_s)
         if seen.errors:
             log.debug("receiver: %d receive errors, first: %s", seen.errors, seen.first_error)
         return seen

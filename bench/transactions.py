@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import socket
 import statistics
 import threading
@@ -53,6 +52,7 @@ from adapter.delay import DelayLevels
 from adapter.kafka import clients, io, topics
 from adapter.message import ReceivedMessage
 from bench.common import (
+    ChildRun,
     Coordinator,
     Table,
     kafka,
@@ -60,7 +60,6 @@ from bench.common import (
     now_ms,
     rate,
     reader_of_new_topic,
-    wait_started,
 )
 
 THREADS = 8
@@ -151,22 +150,11 @@ class Reader:
     """Reads ``n`` bodies of ``topic`` in a child process, from before the first is sent."""
 
     def __init__(self, bootstrap: str, topic: str, n: int, timeout: float) -> None:
-        context = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka
-        ready, self._out = context.Queue(), context.Queue()
         self._timeout = timeout
-        self._child = context.Process(
-            target=_read, args=(bootstrap, topic, n, timeout, ready, self._out), daemon=True
-        )
-        self._child.start()
-        wait_started(self._child, ready, f"the reader of {topic}", 120)
+        self._child = ChildRun(_read, (bootstrap, topic, n, timeout), f"the reader of {topic}")
 
     def wait(self) -> tuple[Got, int]:
-        try:
-            got, duplicates = self._out.get(timeout=self._timeout + 120)
-        finally:
-            self._child.join(30)
-            if self._child.is_alive():
-                self._child.kill()
+        got, duplicates = self._child.result(self._timeout + 120)
         return got, duplicates
 
 
