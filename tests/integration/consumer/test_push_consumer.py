@@ -82,16 +82,22 @@ def test_clustering_consumers_split_the_queues_and_see_each_message_once(
     )
     assert not set(one.assigned_queues()) & set(two.assigned_queues())
     producer = make_producer()
+    # 25 messages on each queue: the sharding keys "0".."3" hash to queues 0..3, so every
+    # queue, and so each consumer, has traffic (a plain send's sticky partitioner may leave
+    # a queue empty).
     for i in range(100):
-        send(producer, topic, f"c{i}")
+        message = Message(topic)
+        message.set_body(f"c{i}")
+        producer.send_orderly_with_sharding_key(message, str(i % 4))
     wait_until(lambda: len(first) + len(second) == 100, what="100 messages in all")
     counts = Counter(first.bodies + second.bodies)
     assert set(counts) == {f"c{i}".encode() for i in range(100)}
     assert max(counts.values()) == 1, "no message was seen twice"
-    assert len(first) > 0
-    assert len(second) > 0
-    mine = {q for _, q in one.assigned_queues()}
-    assert all(m.queue_id in mine for m in first.messages)
+    for consumer, recorder in ((one, first), (two, second)):
+        mine = {q for t, q in consumer.assigned_queues() if t == topic}
+        assert mine, "each consumer owns at least one queue of the topic"
+        assert {m.queue_id for m in recorder.messages} == mine
+        assert len(recorder) == 25 * len(mine)
 
 
 def test_a_restarted_consumer_resumes_from_committed_offsets_without_loss(
