@@ -6,8 +6,10 @@ request futures. Here the same few Kafka patterns recur, and each lives here:
 - :func:`fetch`: up to n records as soon as one is there (librdkafka's ``consume(n, t)`` waits
   for n records or the whole timeout, which would add the timeout to every delivery);
 - :func:`read_to_end`: one or more partitions from an offset to their end, committed records
-  only (the end is the last stable offset, so a dead worker's open transaction is not waited
-  for);
+  only. The end is the log's end when reading begins, open transactions included: a
+  transaction that committed a moment ago may not have its markers on every partition yet,
+  and the last stable offset would stop short of its records. An open transaction is waited
+  for until it ends (Kafka aborts a dead worker's after its transaction timeout);
 - :func:`produce` and :func:`produce_and_ack`: produce while the local queue is full, within a
   deadline; produce one record and wait for its acknowledgement;
 - :class:`PartitionCounts`: topics' partition counts, cached, never creating a topic by asking;
@@ -89,17 +91,20 @@ def read_to_end(
     clock: Clock = SYSTEM_CLOCK,
 ) -> Iterator[KafkaRecord]:
     """Every committed record of the partitions of ``topic`` named in ``starts``, each from
-    its start offset (its first record when negative) to its end; ``AdapterError`` if that
-    takes longer than ``timeout_s``."""
+    its start offset (its first record when negative) to the end its log had when reading
+    began; ``AdapterError`` if that takes longer than ``timeout_s`` (a transaction left open
+    past it)."""
     if not starts:
         return
+    deadline = clock.monotonic() + timeout_s
+    ends = log_ends(conf, topic, list(starts), timeout_s)
     reader = clients.consumer({"group.id": _READ_BACK_GROUP, **conf, **READER_SETTINGS})
     try:
         reader.assign(
             [TopicPartition(topic, p, start if start >= 0 else -2) for p, start in starts.items()]
         )
         open_partitions = set(starts)
-        deadline = clock.monotonic() + timeout_s
+        stable: dict[int, int] = {}
         while clock.monotonic() < deadline:
             record = reader.poll(0.2)
             if record is None:
@@ -108,7 +113,11 @@ def read_to_end(
             if error is None:
                 yield record
             elif error.code() == KafkaError._PARTITION_EOF:
-                open_partitions.discard(record.partition() or 0)
+                # EOF comes at the last stable offset, again each time it moves
+                partition = record.partition() or 0
+                stable[partition] = record.offset() or 0
+                if stable[partition] >= ends[partition]:
+                    open_partitions.discard(partition)
                 if not open_partitions:
                     return
             elif error.code() in _NOT_AUTHORISED:
@@ -119,11 +128,38 @@ def read_to_end(
                 )
             elif error.fatal() or not error.retriable():
                 raise KafkaException(error)
+        held = ", ".join(
+            f"{p} at {stable[p]} of {ends[p]}" for p in sorted(open_partitions) if p in stable
+        )
+        why = f" (an open transaction holds partitions {held})" if held else ""
         raise AdapterError(
-            f"{naming.decode(topic)} could not be read back within {timeout_s:g} s", topic=topic
+            f"{naming.decode(topic)} could not be read back within {timeout_s:g} s{why}",
+            topic=topic,
         )
     finally:
         reader.close()
+
+
+def log_ends(
+    conf: Mapping[str, Any], topic: str, partitions: list[int], timeout_s: float
+) -> dict[int, int]:
+    """The end offset of each of ``partitions`` of ``topic``, records of open transactions
+    included (a read_committed client is told the last stable offset instead)."""
+    probe = clients.consumer(
+        {
+            "group.id": _READ_BACK_GROUP,
+            **conf,
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        return {
+            p: probe.get_watermark_offsets(TopicPartition(topic, p), timeout_s, cached=False)[1]
+            for p in partitions
+        }
+    finally:
+        probe.close()
 
 
 def produce_kwargs(

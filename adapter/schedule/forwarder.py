@@ -6,7 +6,8 @@ LogAppendTime + the level's delay (with the clock-jump correction); due records 
 to their real topic and queue. Beyond RocketMQ:
 
 - exactly once: the deliveries of a batch and the consumed positions are committed in one Kafka
-  transaction (RocketMQ persists progress every 10 s and replays up to 10 s after a crash);
+  transaction (RocketMQ persists progress every 10 s and replays up to 10 s after a crash), and
+  a record the consumer delivers again (its position went back) is skipped;
 - on time: the worker waits exactly until the earliest head falls due, instead of re-scanning
   every 100 ms; the records behind a waiting head are fetched meanwhile, so they are in memory
   when they fall due; a level is paused only once it holds ``hold_bytes`` (4 MiB) of waiting
@@ -26,8 +27,8 @@ to their real topic and queue. Beyond RocketMQ:
   first in ``RMQ_SYS_TIMER_RECALL`` (:mod:`adapter.schedule.recall`).
 
 Known gaps: a level's records are held in memory from fetch until due (up to ``hold_bytes``
-each, plus librdkafka's prefetch queue). A record whose ``REAL_QID`` is not a
-partition of its real topic goes to any partition.
+each, plus librdkafka's prefetch queue). A record whose ``REAL_QID`` is not a partition of its
+real topic goes to any partition.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.io import caught_up, fetch
+from adapter.kafka.rereads import Rereads
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.schedule import recall, timer
@@ -112,6 +114,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._recalls: RecallView | None = None
         self._markers: dict[str, int] = {}
         self._assigned: set[int] = set()
+        self._rereads = Rereads(log)
         self._paused: set[int] = set()
         self._attempts: dict[int, int] = {}
         self._doomed: dict[tuple[int, int], str] = {}
@@ -153,11 +156,11 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         now, ahead = self.clock.now_ms(), self.config.prepare_ahead_ms
         wakeup = self._heads.next_wakeup_ms()
         wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - ahead - now)
-        records = fetch(
-            consumer, self.config.max_batch, min(wait_ms, self.config.max_wait_ms) / 1000
-        )
+        wait_s = min(wait_ms, self.config.max_wait_ms) / 1000
+        records = fetch(consumer, self.config.max_batch, wait_s)
         for record in records:
             self._accept(record)
+        self._rereads.report()
         if self._recalls is not None:
             self._recalls.poll()
         moved = 0
@@ -186,6 +189,9 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         if partition not in self._assigned:
             return
         now, offset = self.clock.now_ms(), record.offset() or 0
+        if self._heads.read_already(partition, offset):
+            self._rereads.note(self._where(partition), offset)
+            return
         headers: dict[str, Any] = dict(record.headers() or ())
         value = record.value() or b""
         if timer.DELIVER_HEADER not in headers:  # a delayed message of a level
@@ -225,8 +231,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     # -- forwarding -------------------------------------------------------------------------
 
     def _forward(self, entries: Sequence[Held]) -> int:
-        # Asked by name, as the old per-topic lookup did: a broker that creates topics on first
-        # use creates a delayed message's real topic, as RocketMQ's autoCreateTopicEnable does.
+        # Topics asked by name: a broker creating topics on use creates them (autoCreateTopic).
         recalls = self._recalls.recalls if self._recalls is not None else {}
         batch = plan_batch(
             entries,
@@ -386,9 +391,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self._heads.unblock(partition)
 
     def _labels(self, partitions: list[TopicPartition]) -> list[str]:
-        return [
-            self._hops.label(tp.partition) for tp in sorted(partitions, key=lambda t: t.partition)
-        ]
+        return [self._hops.label(p) for p in sorted(tp.partition for tp in partitions)]
 
     def _where(self, partition: int) -> str:
         return f"{SCHEDULE} partition {partition} (level {self._hops.label(partition)})"

@@ -13,7 +13,9 @@ records), which added up to its fetch wait (100 ms) to their lateness.
 
 A partition can also be blocked until a time (its real topic refused a delivery and is being
 retried with back-off); the other partitions go on. Entries taken for a batch are handed back
-with ``put_back`` if the batch fails, so nothing is skipped.
+with ``put_back`` if the batch fails, so nothing is skipped. A record at or before one pushed
+already (:meth:`HeadOfLine.read_already`) was delivered again by a consumer whose position went
+back; the caller skips it.
 
 Known gaps: none. Pure: no clock and no Kafka; the caller passes ``now_ms``.
 """
@@ -43,7 +45,15 @@ class HeadOfLine(Generic[T]):
         self._queues: dict[int, deque[Entry[T]]] = {}
         self._blocked_until: dict[int, int] = {}
         self._bytes: dict[int, int] = {}
+        self._read_to: dict[int, int] = {}
+        """Per partition, the offset after the last record pushed."""
         self._start = 0
+
+    def read_already(self, partition: int, offset: int) -> bool:
+        """Whether a record at ``offset`` of ``partition`` was pushed before (or lies before
+        one that was): a consumer whose position went back delivers it again, and it must not
+        be forwarded twice."""
+        return offset < self._read_to.get(partition, -1)
 
     def push(self, entry: Entry[T]) -> None:
         queue = self._queues.setdefault(entry.partition, deque())
@@ -52,6 +62,7 @@ class HeadOfLine(Generic[T]):
                 f"partition {entry.partition}: offset {entry.offset} after {queue[-1].offset}"
             )
         queue.append(entry)
+        self._read_to[entry.partition] = entry.offset + 1
         self._bytes[entry.partition] = self._bytes.get(entry.partition, 0) + entry.size
 
     def take_due(self, now_ms: int, limit: int) -> list[Entry[T]]:
@@ -91,6 +102,7 @@ class HeadOfLine(Generic[T]):
         self._queues.pop(partition, None)
         self._blocked_until.pop(partition, None)
         self._bytes.pop(partition, None)
+        self._read_to.pop(partition, None)
 
     def next_wakeup_ms(self) -> int | None:
         """When the earliest head becomes due (or its block ends); ``None`` when all is empty."""

@@ -32,7 +32,11 @@ topics to the same member; OP p is read back when p is assigned. Beyond RocketMQ
   with the reason and counted;
 - self-healing: a failed turn (Kafka away, a stuck librdkafka call) is aborted, the owned
   partitions are read again from the last commit, and the next turn goes on with a new
-  producer if the old one is stuck.
+  producer if the old one is stuck. A HALF or END record the consumer delivers again (its
+  position went back) is skipped with a warning: a half message is never pending twice;
+- the OP replay of a takeover reads to OP's end as it was, waiting for a transaction still
+  open there (``io.read_to_end``): a commit of this worker's last turn whose markers are not
+  on OP yet is read, not missed.
 
 Known gaps: a message committed to a real topic that no longer exists (or whose name is not a
 valid topic) is parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason instead of being
@@ -56,6 +60,7 @@ from adapter.config import CoordinatorConfig
 from adapter.exceptions import AdapterError, UnusableRecordError
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.io import caught_up, fetch, read_to_end
+from adapter.kafka.rereads import Rereads
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.transaction.effects import Effects
 from adapter.transaction.envelope import DELIVERED_HEADER, MARK_HEADER
@@ -98,6 +103,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         """Unreadable OP records met by the last replay, parked in the next turn."""
         self._turn = Turn()
         """The open turn: decided, not applied yet (see ``record_linger_ms``)."""
+        self._rereads = Rereads(log)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -167,6 +173,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _decide(self, records: list[KafkaRecord], turn: Turn) -> None:
         for record in records:
             self._accept(record, turn)
+        self._rereads.report()
         now = self.clock.now_ms()
         room = self.config.max_batch
         for partition, state in self._states.items():
@@ -197,6 +204,11 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         if state is None:
             return
         offset = record.offset() or 0
+        if state.read_already(offset, end=record.topic() != HALF):
+            self._rereads.note(
+                f"{naming.decode(record.topic() or '')} partition {partition}", offset
+            )
+            return
         turn.touched.add(partition)
         now = self.clock.now_ms()
         if record.topic() == HALF:
@@ -207,6 +219,17 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
                 actions = state.skip_half(offset)
             else:
                 actions = state.half(offset, info, record.value() or b"", now)
+                for repeat, first in state.repeated:
+                    log.info(
+                        "half message %d@%d repeats transaction %s of %d@%d (one send written "
+                        "twice); it is decided, checked and delivered as that one",
+                        partition,
+                        repeat,
+                        info.transaction_id,
+                        partition,
+                        first,
+                    )
+                state.repeated.clear()
         elif _has_header(record, MARK_HEADER):
             state.skip_end(offset)
             self._mark_read_ms[partition] = max(

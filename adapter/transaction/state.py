@@ -14,7 +14,10 @@ carries ``now_ms``):
   checked ``check_max`` (15) times or is older than the retention (72 h).
 
 Beyond RocketMQ: a second decision for a resolved half message is a counted duplicate, never a
-second delivery, and an END that arrives before its half message waits for it. A COMMIT the
+second delivery, and an END that arrives before its half message waits for it. A HALF or END
+record delivered again (:meth:`PartitionState.read_already`) is skipped. A half message
+written twice by one send (same transaction id, a producer retry) is one message: checked and
+delivered once, whichever copy its decision names. A COMMIT the
 producer delivered itself (the fast path, :mod:`adapter.transaction.group_commit`) resolves
 the message without a second delivery. The state is
 rebuilt after a crash from the OP records (``recover_op``) and the HALF and END records read
@@ -23,12 +26,13 @@ again from the positions :meth:`PartitionState.positions` returned at the last c
 
 Known gaps: a resolved half message's transaction id is remembered for the last
 ``RECENT_RESOLVED`` resolutions only; an older late decision is counted as a duplicate without
-checking its transaction id.
+checking its transaction id. A repeated half message is recognised when its first copy was read
+since the last takeover, or is still pending; a takeover between the two copies, with the first
+resolved and behind the committed HALF position, would make the second pending on its own.
 """
 
 from __future__ import annotations
 
-import enum
 import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -37,7 +41,6 @@ from typing import Generic, TypeVar
 from adapter import naming
 from adapter import properties as prop
 from adapter.config import EARLIEST_CHECK_MS, CheckPolicy
-from adapter.exceptions import AdapterError
 from adapter.transaction.actions import (
     Action,
     Check,
@@ -47,6 +50,7 @@ from adapter.transaction.actions import (
     Refuse,
     Rollback,
 )
+from adapter.transaction.half_state import HalfState, IllegalTransition, advance
 from adapter.wire.records import EndTransaction, HalfMessage, OpKind, OpRecord, TransactionDecision
 
 __all__ = [
@@ -57,6 +61,7 @@ __all__ = [
     "Duplicate",
     "HalfInfo",
     "HalfState",
+    "IllegalTransition",
     "PartitionState",
     "Pending",
     "Refuse",
@@ -69,48 +74,6 @@ P = TypeVar("P")
 
 RECENT_RESOLVED = 100_000
 """How many resolutions are remembered to tell a mismatched late decision from a duplicate."""
-
-
-class HalfState(enum.Enum):
-    """Where a half message stands. RocketMQ keeps this implicitly (a half message with no op
-    record is prepared; one whose op record says ``d`` is done); here it is explicit and every
-    change goes through :func:`advance`, which refuses a move the protocol does not allow."""
-
-    PREPARED = "prepared"
-    """Stored in HALF, no decision yet, not checked yet."""
-    CHECKING = "checking"
-    """No decision yet (or UNKNOWN), checked at least once."""
-    COMMITTED = "committed"
-    ROLLED_BACK = "rolled back"
-    DISCARDED = "discarded"
-    """Given up on after ``check_max`` checks or the retention; parked, resumable."""
-
-
-_MOVES: dict[HalfState, frozenset[HalfState]] = {
-    HalfState.PREPARED: frozenset(
-        {HalfState.CHECKING, HalfState.COMMITTED, HalfState.ROLLED_BACK, HalfState.DISCARDED}
-    ),
-    HalfState.CHECKING: frozenset(
-        {HalfState.CHECKING, HalfState.COMMITTED, HalfState.ROLLED_BACK, HalfState.DISCARDED}
-    ),
-    HalfState.COMMITTED: frozenset(),
-    HalfState.ROLLED_BACK: frozenset(),
-    HalfState.DISCARDED: frozenset(),
-}
-
-
-class IllegalTransition(AdapterError):
-    """A half message was asked to move where the protocol does not allow (a bug, never
-    input: decisions on resolved messages are :class:`Duplicate` s, not transitions)."""
-
-    kind = "illegal transition"
-
-
-def advance(state: HalfState, to: HalfState) -> HalfState:
-    """``to``, if a half message in ``state`` may move there; :class:`IllegalTransition` if not."""
-    if to not in _MOVES[state]:
-        raise IllegalTransition(f"a {state.value} half message cannot become {to.value}")
-    return to
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +144,13 @@ class PartitionState(Generic[P]):
         self._due: list[tuple[int, int]] = []
         self._waiting: dict[int, list[_Waiting]] = {}
         self._recent: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._first_of: dict[tuple[str, str], int] = {}
+        """(transaction id, group) -> offset of its first half message, pending or recently
+        resolved."""
+        self._repeat_of: dict[int, int] = {}
+        """Offset of a repeated half message -> offset of the first one."""
+        self.repeated: list[tuple[int, int]] = []
+        """(repeat, first) offsets found since the caller last emptied it, to report."""
         self._recovered = _Recovered()
 
     # -- recovery -----------------------------------------------------------------------------
@@ -213,15 +183,32 @@ class PartitionState(Generic[P]):
 
     # -- inputs -------------------------------------------------------------------------------
 
+    def read_already(self, offset: int, *, end: bool) -> bool:
+        """Whether the record at ``offset`` of HALF (of END if ``end``) was read before. A
+        consumer can deliver records again (a position reset after a leader change); a half
+        message read again must not become pending again, nor be checked and delivered twice,
+        so the caller skips such a record."""
+        return offset < (self._end_next if end else self._half_next)
+
     def half(self, offset: int, info: HalfInfo, payload: P, now_ms: int) -> list[Action[P]]:
-        """A half message read from HALF at ``offset`` (offsets arrive in increasing order)."""
+        """A half message read from HALF at ``offset`` (offsets arrive in increasing order).
+
+        One that repeats the transaction id of an earlier half message is the same send
+        written twice (a producer retry after a leader change: Kafka's idempotence does not
+        hold across the producer's epoch bump). It is not pending on its own: a decision
+        naming it applies to the first one, so the message is checked and delivered once."""
         self._half_next = offset + 1
         rec = self._recovered
         known = rec.resolved.pop(offset, None)
         actions: list[Action[P]] = []
-        if known is not None:
+        first = self._first_of.get((info.transaction_id, info.producer_group))
+        if first is not None and known is None:
+            self._repeat_of[offset] = first
+            self.repeated.append((offset, first))
+        elif known is not None:
             self._remember(offset, known)
         else:
+            self._first_of[(info.transaction_id, info.producer_group)] = offset
             pending = Pending(offset, info, payload, self._op_mark())
             checked = rec.checks.pop(offset, None)
             if checked is None:
@@ -368,9 +355,10 @@ class PartitionState(Generic[P]):
     def _decide(
         self, end_offset: int, end: EndTransaction, now_ms: int, delivered: bool
     ) -> list[Action[P]]:
-        pending = self._pending.get(end.half_offset)
+        target = self._repeat_of.get(end.half_offset, end.half_offset)
+        pending = self._pending.get(target)
         if pending is None:
-            known = self._recent.get(end.half_offset)
+            known = self._recent.get(target)
             if known is not None and known != (end.transaction_id, end.producer_group):
                 return [Refuse(end_offset, end, self._mismatch(end, *known))]
             return [Duplicate(end_offset, end)]
@@ -413,8 +401,12 @@ class PartitionState(Generic[P]):
 
     def _remember(self, offset: int, who: tuple[str, str]) -> None:
         self._recent[offset] = who
+        self._first_of[who] = offset
         if len(self._recent) > RECENT_RESOLVED:
-            self._recent.popitem(last=False)
+            old, old_who = self._recent.popitem(last=False)
+            if self._first_of.get(old_who) == old:
+                del self._first_of[old_who]
+            self._repeat_of = {r: f for r, f in self._repeat_of.items() if f != old}
 
     @staticmethod
     def _mismatch(end: EndTransaction, transaction_id: str, group: str) -> str:

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
 from adapter.client import ConsumeStatus, Message, TransactionStatus
@@ -106,7 +107,19 @@ def settled_exactly_once(
     twice = sorted(b for b, c in counts.items() if c > 1)
     extra = sorted(set(counts) - expected - unsure)
     print(f"[counts] expected {len(expected)}, read {len(records)}, lost {lost}, twice {twice}")
+    for record in records:
+        if record.value().decode() in twice:
+            print(f"[twice] {describe(record)}")
     assert (lost, twice, extra) == ([], [], []), "exactly once"
+
+
+def describe(record: KafkaRecord) -> str:
+    """Where a record lies and what it carries, to tell a second copy's origin."""
+    headers = {k: (v or b"").decode(errors="replace") for k, v in record.headers() or []}
+    return (
+        f"{record.value().decode()} at {record.partition()}@{record.offset()} "
+        f"ts {record.timestamp()[1]} headers {headers}"
+    )
 
 
 def kill_mid_burst(journal: Journal, node: Node, why: str) -> None:

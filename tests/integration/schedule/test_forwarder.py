@@ -24,6 +24,7 @@ from tests.workers import start_schedule_forwarder, start_worker
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
 LEVELS = DelayLevels.parse()
+SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 
 
 def now_ms() -> int:
@@ -292,6 +293,30 @@ def test_a_batch_prepared_ahead_of_its_due_time_writes_nothing_until_the_clock_g
         assert record.value() == b"in one second"
     finally:
         forwarder.close()
+
+
+def test_records_of_a_level_the_consumer_delivers_again_are_not_forwarded_again(
+    system_topics, make_producer, new_topic, caplog
+) -> None:
+    topic = new_topic(partitions=1)
+    make_producer().send_sync(delayed(topic, "once", 1))
+    clock = ManualClock()
+    forwarder = on_a_manual_clock(system_topics, clock)
+    try:
+        forwarder.drain()
+        clock.advance(2_000)
+        assert forwarder.drain() == 1
+        # A consumer whose position goes back (as after a leader change) delivers the level
+        # again; its records are due, and would be forwarded a second time.
+        forwarder.consumer().seek(TopicPartition(SCHEDULE, 0, 0))
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            forwarder.run_once()
+    finally:
+        forwarder.close()
+    [record] = read_committed(system_topics, topic, 1)
+    assert record.value() == b"once"
+    assert "again, from offset 0" in caplog.text, "the records read again were noticed"
 
 
 def test_a_forwarder_in_burst_mode_delivers_what_is_due_and_exits_zero(

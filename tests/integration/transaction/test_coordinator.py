@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
+from confluent_kafka import TopicPartition
 
 from adapter import naming
 from adapter import properties as prop
@@ -303,6 +304,68 @@ def test_a_late_commit_racing_a_check_answer_yields_one_copy(
         timeout=30,
         what="the second decision counted as a duplicate",
     )
+
+
+def test_a_half_message_written_twice_by_one_send_is_delivered_once_and_never_checked(
+    system_topics, start_coordinator, make_transaction_producer, new_topic, new_group
+) -> None:
+    coordinator = start_coordinator(**FAST)
+    topic = new_topic(partitions=1)
+    checker = answers(TransactionStatus.COMMIT)
+    producer = make_transaction_producer(new_group("PG"), checker)
+    # A send retried after a leader change can store its half message twice: Kafka's
+    # idempotence does not hold across the producer's epoch bump. The ack names one copy.
+    first = producer.send_half(message(topic, "paid twice"))
+    again = producer.send_half(message(topic, "paid twice"), transaction_id=first.transaction_id)
+    assert again.offset == first.offset + 1
+    producer.end_half(again, TransactionDecision.COMMIT)
+    wait_until(lambda: coordinator.metrics.commits._value.get() >= 1, timeout=30, what="commit")
+    time.sleep(FAST["transaction_timeout_ms"] / 1000 + 2)  # the first copy's check was due
+
+    assert checker.seen == [], "neither copy was checked"
+    assert bodies(read_committed(system_topics, topic, 1)) == Counter({"paid twice": 1})
+
+
+def test_half_messages_the_consumer_delivers_again_are_not_checked_or_delivered_again(
+    system_topics, make_transaction_producer, new_topic, new_group, caplog
+) -> None:
+    coordinator = TransactionCoordinator(
+        CoordinatorConfig(
+            KafkaSettings(system_topics),
+            policy=CheckPolicy(**FAST),
+            worker_id=unique("test"),
+            max_wait_ms=100,
+        )
+    )
+    topic = new_topic(partitions=1)
+    checker = answers(TransactionStatus.COMMIT)
+    producer = make_transaction_producer(new_group("PG"), checker)
+    try:
+        for i in range(3):
+            producer.send_message_in_transaction(
+                message(topic, f"paid-{i}"), answers(TransactionStatus.COMMIT)
+            )
+        producer.send_message_in_transaction(message(topic, "checked"), answers(None))
+        wait_until(
+            lambda: coordinator.drain() >= 0 and coordinator.metrics.commits._value.get() >= 4,
+            timeout=60,
+            what="four commits, one of them after the check-back",
+        )
+        # A consumer whose position goes back (as after a leader change) delivers HALF and
+        # END again: were the half messages pending again, each would be checked and
+        # delivered again.
+        consumer = coordinator.consumer()
+        for tp in consumer.assignment():
+            consumer.seek(TopicPartition(tp.topic, tp.partition, 0))
+        deadline = time.monotonic() + 5  # checks and their answers would be through by then
+        while time.monotonic() < deadline:
+            coordinator.run_once()
+    finally:
+        coordinator.close()
+    assert len(checker.seen) == 1, "no half message was checked again"
+    counts = bodies(read_committed(system_topics, topic, 4))
+    assert counts == Counter({"paid-0": 1, "paid-1": 1, "paid-2": 1, "checked": 1})
+    assert "again, from offset 0" in caplog.text, "the records read again were noticed"
 
 
 def test_a_corrupt_end_record_is_parked_and_the_coordinator_goes_on(

@@ -102,3 +102,14 @@ def test_bytes_held_follow_entries_taken_put_back_and_dropped() -> None:
     assert heads.held_bytes(0) == 30
     heads.drop(0)
     assert heads.held_bytes(0) == 0
+
+
+def test_a_record_pushed_and_forwarded_is_known_as_read_until_its_level_is_dropped() -> None:
+    heads: HeadOfLine[str] = HeadOfLine()
+    heads.push(Entry(0, 7, 100, "a"))
+    heads.push(Entry(0, 9, 100, "b"))
+    assert heads.take_due(100, 10)  # forwarded: gone from the queue, still read
+    assert [heads.read_already(0, o) for o in (7, 8, 9, 10)] == [True, True, True, False]
+    assert not heads.read_already(1, 0), "another level has read nothing"
+    heads.drop(0)
+    assert not heads.read_already(0, 7), "the next owner reads the level again"

@@ -89,6 +89,22 @@ def test_a_second_decision_is_a_duplicate_and_delivers_nothing() -> None:
     assert isinstance(answer, Duplicate)
 
 
+def test_records_read_before_are_known_so_a_consumer_that_goes_back_is_not_obeyed() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=10)
+    state.half(1, info("t1"), "body", now_ms=10)
+    state.end(0, end("t0", 0), now_ms=20)
+    assert [state.read_already(o, end=False) for o in (0, 1, 2)] == [True, True, False]
+    assert state.read_already(0, end=True)
+    assert not state.read_already(1, end=True)
+
+
+def test_records_before_the_restored_positions_count_as_read() -> None:
+    state = PartitionState(POLICY, half_start=5, end_start=3, op_start=0)
+    assert [state.read_already(o, end=False) for o in (4, 5)] == [True, False]
+    assert [state.read_already(o, end=True) for o in (2, 3)] == [True, False]
+
+
 def test_a_decision_naming_another_transaction_or_group_is_refused() -> None:
     state = new_state()
     state.half(0, info("t0"), "body", now_ms=10)
@@ -459,3 +475,45 @@ def test_a_checked_message_is_in_checking_and_its_resolution_is_final() -> None:
     [commit] = state.end(0, end("T0", 0, from_check=True), 7_000)
     assert isinstance(commit, Commit)
     assert commit.pending.state is HalfState.COMMITTED
+
+
+def test_a_half_message_written_twice_by_one_send_is_delivered_once_whichever_is_named() -> None:
+    for named in (0, 1):
+        state = new_state()
+        state.half(0, info("t0"), "body", now_ms=10)
+        state.half(1, info("t0"), "body", now_ms=10)
+        assert state.pending_count == 1
+        assert state.repeated == [(1, 0)]
+        [action] = state.end(0, end("t0", named), now_ms=20)
+        assert isinstance(action, Commit)
+        assert action.pending.offset == 0
+        assert state.pending_count == 0
+        assert state.due(now_ms=60_000, limit=10) == [], "the repeat is never checked"
+        [again] = state.end(1, end("t0", 1 - named), now_ms=30)
+        assert isinstance(again, Duplicate)
+
+
+def test_a_decision_naming_a_repeat_not_read_yet_waits_for_it_then_decides_the_first() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=10)
+    assert state.end(0, end("t0", 1), now_ms=20) == [], "its half message is not read yet"
+    [action] = state.half(1, info("t0"), "body", now_ms=30)
+    assert isinstance(action, Commit)
+    assert action.pending.offset == 0
+    assert state.pending_count == 0
+
+
+def test_a_repeat_of_a_message_already_decided_is_not_pending_again() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=10)
+    state.end(0, end("t0", 0), now_ms=20)
+    assert state.half(1, info("t0"), "body", now_ms=30) == []
+    assert state.pending_count == 0
+
+
+def test_the_same_transaction_id_from_another_group_is_another_message() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=10)
+    state.half(1, HalfInfo("t0", "PG_OTHER", 0), "body", now_ms=10)
+    assert state.pending_count == 2
+    assert state.repeated == []
