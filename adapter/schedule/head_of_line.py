@@ -56,12 +56,12 @@ class HeadOfLine(Generic[T]):
         return offset < self._read_to.get(partition, -1)
 
     def push(self, entry: Entry[T]) -> None:
-        queue = self._queues.setdefault(entry.partition, deque())
-        if queue and entry.offset <= queue[-1].offset:
+        if self.read_already(entry.partition, entry.offset):
             raise ValueError(
-                f"partition {entry.partition}: offset {entry.offset} after {queue[-1].offset}"
+                f"partition {entry.partition}: offset {entry.offset} after "
+                f"{self._read_to[entry.partition] - 1}"
             )
-        queue.append(entry)
+        self._queues.setdefault(entry.partition, deque()).append(entry)
         self._read_to[entry.partition] = entry.offset + 1
         self._bytes[entry.partition] = self._bytes.get(entry.partition, 0) + entry.size
 

@@ -219,17 +219,17 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
                 actions = state.skip_half(offset)
             else:
                 actions = state.half(offset, info, record.value() or b"", now)
-                for repeat, first in state.repeated:
+                first = state.repeat_of(offset)
+                if first is not None:
                     log.info(
                         "half message %d@%d repeats transaction %s of %d@%d (one send written "
                         "twice); it is decided, checked and delivered as that one",
                         partition,
-                        repeat,
+                        offset,
                         info.transaction_id,
                         partition,
                         first,
                     )
-                state.repeated.clear()
         elif _has_header(record, MARK_HEADER):
             state.skip_end(offset)
             self._mark_read_ms[partition] = max(

@@ -149,8 +149,6 @@ class PartitionState(Generic[P]):
         resolved."""
         self._repeat_of: dict[int, int] = {}
         """Offset of a repeated half message -> offset of the first one."""
-        self.repeated: list[tuple[int, int]] = []
-        """(repeat, first) offsets found since the caller last emptied it, to report."""
         self._recovered = _Recovered()
 
     # -- recovery -----------------------------------------------------------------------------
@@ -190,6 +188,10 @@ class PartitionState(Generic[P]):
         so the caller skips such a record."""
         return offset < (self._end_next if end else self._half_next)
 
+    def repeat_of(self, offset: int) -> int | None:
+        """The offset of the first copy, if the half message at ``offset`` repeats one."""
+        return self._repeat_of.get(offset)
+
     def half(self, offset: int, info: HalfInfo, payload: P, now_ms: int) -> list[Action[P]]:
         """A half message read from HALF at ``offset`` (offsets arrive in increasing order).
 
@@ -204,7 +206,6 @@ class PartitionState(Generic[P]):
         first = self._first_of.get((info.transaction_id, info.producer_group))
         if first is not None and known is None:
             self._repeat_of[offset] = first
-            self.repeated.append((offset, first))
         elif known is not None:
             self._remember(offset, known)
         else:

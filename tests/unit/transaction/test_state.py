@@ -483,7 +483,7 @@ def test_a_half_message_written_twice_by_one_send_is_delivered_once_whichever_is
         state.half(0, info("t0"), "body", now_ms=10)
         state.half(1, info("t0"), "body", now_ms=10)
         assert state.pending_count == 1
-        assert state.repeated == [(1, 0)]
+        assert state.repeat_of(1) == 0
         [action] = state.end(0, end("t0", named), now_ms=20)
         assert isinstance(action, Commit)
         assert action.pending.offset == 0
@@ -516,4 +516,4 @@ def test_the_same_transaction_id_from_another_group_is_another_message() -> None
     state.half(0, info("t0"), "body", now_ms=10)
     state.half(1, HalfInfo("t0", "PG_OTHER", 0), "body", now_ms=10)
     assert state.pending_count == 2
-    assert state.repeated == []
+    assert state.repeat_of(1) is None
