@@ -373,6 +373,9 @@ class WorkerConfig:
         )
 
 
+DEFAULT_MISSING_TOPIC_GRACE_MS = 60_000
+
+
 @dataclass(frozen=True, slots=True)
 class ForwarderConfig(WorkerConfig):
     """The schedule forwarder worker (``rmq-adapter worker schedule``)."""
@@ -388,11 +391,18 @@ class ForwarderConfig(WorkerConfig):
     """How long before its records fall due a batch's Kafka transaction begins and sends its
     consumed positions (the slow part of a transaction); the records are produced, and the
     transaction committed, only once they are due. 0: everything happens once they are due."""
+    missing_topic_grace_ms: int = DEFAULT_MISSING_TOPIC_GRACE_MS
+    """How long a due record whose real topic does not exist is retried (its level waits)
+    before it is parked in ``RMQ_SYS_POISON_TOPIC`` with reason ``missing topic``."""
 
     def __post_init__(self) -> None:
         super(ForwarderConfig, self).__post_init__()
         if not 0 <= self.prepare_ahead_ms <= 1000:
             raise ConfigError(f"prepare-ahead must be 0 to 1000 ms, got {self.prepare_ahead_ms}")
+        if self.missing_topic_grace_ms < 0:
+            raise ConfigError(
+                f"missing-topic grace must be 0 ms or more, got {self.missing_topic_grace_ms}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

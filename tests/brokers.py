@@ -18,7 +18,7 @@ import contextlib
 import functools
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -78,8 +78,10 @@ class ExistingCluster:
 
 
 class LocalProcessBroker:
-    def __init__(self, data_dir: Path) -> None:
-        self.config = local_broker.BrokerConfig(data_dir, port=local_broker.free_port_pair())
+    def __init__(self, data_dir: Path, overrides: Mapping[str, str]) -> None:
+        self.config = local_broker.BrokerConfig(
+            data_dir, port=local_broker.free_port_pair(), overrides=tuple(overrides.items())
+        )
         self.bootstrap = local_broker.start(self.config)
         self.description = f"a local broker process at {self.bootstrap} (data in {data_dir})"
 
@@ -111,7 +113,7 @@ class LocalProcessBroker:
         local_broker.stop(self.config.data_dir)
 
 
-def container_env(host: str, port: int) -> dict[str, str]:
+def container_env(host: str, port: int, overrides: Mapping[str, str]) -> dict[str, str]:
     """The apache/kafka style environment (KAFKA_* properties) of a one-node broker.
 
     The broker listens inside the container on the same port the host maps, because it also
@@ -123,6 +125,7 @@ def container_env(host: str, port: int) -> dict[str, str]:
         "listeners": f"PLAINTEXT://:{port},CONTROLLER://:9093",
         "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         **local_broker.SINGLE_NODE_SETTINGS,
+        **overrides,
     }
     return kafka_env(settings, cluster_id="rmqkafkaadapterAAAAAA", heap="-Xmx768m -Xms256m")
 
@@ -147,7 +150,7 @@ def kafka_image() -> str:
 
 
 class ContainerBroker:
-    def __init__(self) -> None:
+    def __init__(self, overrides: Mapping[str, str]) -> None:
         from testcontainers.core.container import DockerContainer
         from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
@@ -155,7 +158,7 @@ class ContainerBroker:
         image = kafka_image()
         self.container = (
             DockerContainer(image)
-            .with_envs(**container_env("127.0.0.1", port))
+            .with_envs(**container_env("127.0.0.1", port, overrides))
             .with_bind_ports(port, port)
             .with_kwargs(labels={TEST_LABEL: "kafka"})
             .waiting_for(LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(120))
@@ -230,11 +233,12 @@ def chosen_path() -> str:
     return "testcontainers" if engine_answers() else "process"
 
 
-def start_broker(data_dir: Path) -> Broker:
-    """A new broker on the chosen path (a fresh one each call, except for an existing cluster)."""
+def start_broker(data_dir: Path, overrides: Mapping[str, str] | None = None) -> Broker:
+    """A new broker on the chosen path (a fresh one each call, except for an existing cluster,
+    which keeps its own settings), with ``overrides`` of the shared server properties."""
     path = chosen_path()
     if path == "existing":
         return ExistingCluster(os.environ["KAFKA_BOOTSTRAP"])
     if path == "testcontainers":
-        return ContainerBroker()
-    return LocalProcessBroker(data_dir)
+        return ContainerBroker(overrides or {})
+    return LocalProcessBroker(data_dir, overrides or {})

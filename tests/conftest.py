@@ -1,7 +1,8 @@
 """Real Kafka for the tests (see ``tests/brokers.py`` for how it is found), and factories.
 
 The session broker is shared by every test; ``own_kafka`` starts a broker for one module, for
-tests that inject faults into it. Each fixture says which path it took in one line of output.
+tests that inject faults into it, and ``clock_kafka`` one for the tests that drive forwarders
+on an injected clock. Each fixture says which path it took in one line of output.
 Fixtures are created only when a test asks for one, so the unit tests never start a broker.
 """
 
@@ -177,6 +178,26 @@ def system_topics(kafka_bootstrap: str) -> str:
     return kafka_bootstrap
 
 
+@pytest.fixture(scope="session")
+def clock_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A broker with system topics of this test process's own, for forwarders driven on an
+    injected clock; its bootstrap. On the session broker such a forwarder would share the
+    group of the other tests' forwarders, take levels over from them and move their records
+    when its clock says: days early, or held behind another test's record. Like a production
+    cluster, it creates no topic on use."""
+    broker = start_broker(
+        tmp_path_factory.mktemp("clock-kafka"), {"auto.create.topics.enable": "false"}
+    )
+    announce(request.config, f"\n[kafka] for injected clocks: {broker.description}")
+    try:
+        init_system_topics(broker.bootstrap, DelayLevels.parse())
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
 @pytest.fixture
 def start_forwarder(system_topics: str) -> Iterator[Callable[..., ScheduleForwarder]]:
     """Factory: a schedule forwarder running on a thread, stopped after the test."""
@@ -223,9 +244,9 @@ def make_transaction_producer(
     producers: list[TransactionMQProducer] = []
 
     def make(
-        group: str, checker: Callable[..., object], *, bootstrap: str | None = None
+        group: str, checker: Callable[..., object], *, bootstrap: str | None = None, **kwargs: Any
     ) -> TransactionMQProducer:
-        producer = TransactionMQProducer(group, checker)
+        producer = TransactionMQProducer(group, checker, **kwargs)
         producer.set_name_server_address(bootstrap or system_topics)
         producer.start()
         producers.append(producer)

@@ -72,6 +72,8 @@ class BrokerConfig:
     jars_dir: Path | None = None
     heap: str = "768m"
     start_timeout_s: float = 90.0
+    overrides: tuple[tuple[str, str], ...] = ()
+    """Server properties that replace the shared ones (``SINGLE_NODE_SETTINGS``)."""
 
     @property
     def bootstrap(self) -> str:
@@ -90,6 +92,7 @@ class BrokerConfig:
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str((self.data_dir / "logs").resolve()),
             **SINGLE_NODE_SETTINGS,
+            **dict(self.overrides),
         }
 
     def server_properties(self) -> str:

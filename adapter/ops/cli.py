@@ -24,6 +24,7 @@ from adapter import __version__, logs
 from adapter.clock import SYSTEM_CLOCK
 from adapter.config import (
     DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
+    DEFAULT_MISSING_TOPIC_GRACE_MS,
     CheckPolicy,
     CoordinatorConfig,
     ForwarderConfig,
@@ -253,6 +254,7 @@ def _forwarder(options: dict[str, Any], registry: Any) -> AnyWorker:
         levels=DelayLevels.parse(options["delay_levels"]),
         worker_id=options["worker_id"] or default_worker_id(),
         kafka_transaction_timeout_ms=options["kafka_transaction_timeout_ms"],
+        missing_topic_grace_ms=int(options["missing_topic_grace"] * 1000),
     )
     return ScheduleForwarder(config, registry)
 
@@ -318,6 +320,12 @@ WORKERS: dict[str, list[Callable[[dict[str, Any], Any], AnyWorker]]] = {
     help="Seconds a stop may take before the process exits regardless.",
 )
 @_delay_levels
+@option(
+    "--missing-topic-grace",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_MISSING_TOPIC_GRACE_MS / 1000,
+    help="Seconds a delayed message whose topic does not exist is retried before it is parked.",
+)
 @option(
     "--transaction-timeout-ms",
     type=click.IntRange(min=1),

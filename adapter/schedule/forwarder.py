@@ -17,10 +17,11 @@ to their real topic and queue. Beyond RocketMQ:
   (:attr:`Batch.not_before_ms`), so only the produce and the commit lie past the due time;
 - scale-out: workers share the level partitions through the consumer group
   ``CID_RMQ_SYS_SCHEDULE``; each has its own transactional id, and a zombie is fenced;
-- a real topic that refuses a delivery is retried with back-off (tenacity's wait strategy)
-  while the other levels go on; a record that can never be delivered (corrupt, or addressed to a
-  system topic, or too large) is parked in ``RMQ_SYS_POISON_TOPIC`` with the reason, in the same
-  transaction, instead of blocking its level forever or being dropped (:func:`plan_batch`);
+- a real topic that refuses a delivery is retried with back-off while the other levels go on;
+  a record that can never be delivered (corrupt, or addressed to a system topic, or too large,
+  or its topic missing past ``missing_topic_grace_ms``) is parked in ``RMQ_SYS_POISON_TOPIC``
+  with the reason, in the same transaction, instead of blocking its level forever or being
+  dropped (:func:`plan_batch`, :mod:`adapter.schedule.refusals`);
 - RocketMQ 5's timer messages: a timer record (headers ``TIMER_DELIVER_MS``, ``rmq.hop_due``)
   is due at the end of its hop; it then hops on or is delivered in the same kind of
   transaction (:mod:`adapter.schedule.timer`), and a delivery commits only if no recall came
@@ -38,7 +39,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import tenacity
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 
@@ -60,31 +60,12 @@ from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
 from adapter.schedule.recall_log import RECALL_TOPIC as RECALLS
 from adapter.schedule.recall_log import RecallView
+from adapter.schedule.refusals import PERMANENT, PURGED, MissingTopics, backoff_s
 
 log = logging.getLogger("adapter.schedule")
 
 SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 POISON = naming.kafka_topic(naming.POISON_TOPIC)
-
-# Delivery errors that no retry can cure: the record is parked instead.
-_PERMANENT = frozenset(
-    {
-        KafkaError.MSG_SIZE_TOO_LARGE,
-        KafkaError.INVALID_RECORD,
-        KafkaError.RECORD_LIST_TOO_LARGE,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.TOPIC_EXCEPTION,
-    }
-)
-_PURGED = frozenset({KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
-_BACKOFF = tenacity.wait_exponential(multiplier=0.1, max=30) + tenacity.wait_random(0, 0.1)
-
-
-def backoff_s(attempt: int) -> float:
-    """Seconds to wait before retry number ``attempt`` (1-based) of a refused delivery."""
-    state = tenacity.RetryCallState(None, None, (), {})  # type: ignore[arg-type]
-    state.attempt_number = attempt
-    return float(_BACKOFF(state))
 
 
 def _held(value: bytes) -> int:
@@ -118,6 +99,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._paused: set[int] = set()
         self._attempts: dict[int, int] = {}
         self._doomed: dict[tuple[int, int], str] = {}
+        self._missing = MissingTopics(self.config.missing_topic_grace_ms)
         self._lookup = schemas.lookup_for(self.config.kafka)
         self._failed: list[tuple[Held, KafkaError]] = []
         self._next_backlog_update = 0.0
@@ -243,8 +225,12 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             lookup=self._lookup,
         )
         self._heads.put_back(batch.put_back)
-        for partition, why in batch.refused.items():
-            self._refuse(partition, why)
+        for partition, (offset, topic) in batch.missing.items():
+            why = self._missing.park_reason(partition, offset, topic, self.clock.now_ms())
+            if why is None:
+                self._refuse(partition, f"topic {topic!r} does not exist")
+            else:
+                self._doomed[(partition, offset)] = why  # parked at the level's next turn
         if not batch.sends:
             return 0
         self._failed = []
@@ -324,7 +310,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         try:
             self.tx.produce(send.topic, send.value, **kwargs)
         except KafkaException as exc:
-            if exc.args[0].code() in _PERMANENT:
+            if exc.args[0].code() in PERMANENT:
                 self._doomed[(entry.partition, entry.offset)] = f"refused: {exc.args[0].str()}"
             raise
 
@@ -334,9 +320,9 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self.tx.fail(exc)
         refused: set[int] = set()
         for entry, failure in self._failed:
-            if failure.code() in _PURGED:  # purged by the abort, not refused
+            if failure.code() in PURGED:  # purged by the abort, not refused
                 continue
-            if failure.code() in _PERMANENT:
+            if failure.code() in PERMANENT:
                 self._doomed[(entry.partition, entry.offset)] = f"refused: {failure.str()}"
             else:
                 refused.add(entry.partition)
@@ -388,6 +374,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self.metrics.forwarded.labels(self._hops.label(partition)).inc(count)
         for partition in batch.positions:
             self._attempts.pop(partition, None)
+            self._missing.moved_on(partition)
             self._heads.unblock(partition)
 
     def _labels(self, partitions: list[TopicPartition]) -> list[str]:
@@ -429,6 +416,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self._assigned.discard(tp.partition)
             self._paused.discard(tp.partition)
             self._attempts.pop(tp.partition, None)
+            self._missing.moved_on(tp.partition)
             self._heads.drop(tp.partition)
         log.log(level, "%s levels %s", how, self._labels(partitions))
 

@@ -77,8 +77,9 @@ class Batch:
     sends: list[Send] = field(default_factory=list)
     positions: dict[int, int] = field(default_factory=dict)
     put_back: list[Held] = field(default_factory=list)
-    refused: dict[int, str] = field(default_factory=dict)
-    """Levels whose real topic is not there, with the reason; they wait and retry."""
+    missing: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """Levels whose head's real topic is not there: the head's offset and the topic. They
+    wait and retry (:mod:`adapter.schedule.missing_topics`)."""
     waiting: set[int] = field(default_factory=set)
     """Partitions whose head waits out the last milliseconds of a timer."""
 
@@ -145,7 +146,7 @@ def plan_batch(
     so the level is retried later while the others go on."""
     batch = Batch()
     for entry in entries:
-        if entry.partition in batch.refused or entry.partition in batch.waiting:
+        if entry.partition in batch.missing or entry.partition in batch.waiting:
             batch.put_back.append(entry)
             continue
         reason = doomed.pop((entry.partition, entry.offset), None)
@@ -184,7 +185,7 @@ def plan_batch(
             continue
         count = partitions(topic)
         if not count:
-            batch.refused[entry.partition] = f"topic {delivery.topic!r} is not available"
+            batch.missing[entry.partition] = (entry.offset, delivery.topic)
             batch.put_back.append(entry)
             continue
         if 0 <= delivery.queue_id < count:

@@ -16,13 +16,13 @@ carries ``now_ms``):
 Beyond RocketMQ: a second decision for a resolved half message is a counted duplicate, never a
 second delivery, and an END that arrives before its half message waits for it. A HALF or END
 record delivered again (:meth:`PartitionState.read_already`) is skipped. A half message
-written twice by one send (same transaction id, a producer retry) is one message: checked and
-delivered once, whichever copy its decision names. A COMMIT the
-producer delivered itself (the fast path, :mod:`adapter.transaction.group_commit`) resolves
-the message without a second delivery. The state is
-rebuilt after a crash from the OP records (``recover_op``) and the HALF and END records read
-again from the positions :meth:`PartitionState.positions` returned at the last commit; see
-``adapter/transaction/coordinator.py`` for the Kafka side.
+written twice by one send (same transaction id, group and born time: a producer retry) is
+one message: checked and delivered once, whichever copy its decision names; a message an
+operator resumes is born again, so it is a new one. A COMMIT the producer delivered itself
+(the fast path, :mod:`adapter.transaction.group_commit`) resolves the message without a
+second delivery. The state is rebuilt after a crash from the OP records (``recover_op``)
+and the HALF and END records read again from the positions :meth:`PartitionState.positions`
+returned at the last commit; see ``adapter/transaction/coordinator.py`` for the Kafka side.
 
 Known gaps: a resolved half message's transaction id is remembered for the last
 ``RECENT_RESOLVED`` resolutions only; an older late decision is counted as a duplicate without
@@ -102,6 +102,8 @@ class Pending(Generic[P]):
 
 
 _RESOLVING = frozenset({OpKind.COMMIT, OpKind.ROLLBACK, OpKind.DISCARD})
+_Copy = tuple[str, str, int]
+"""What makes two half messages one send: transaction id, producer group, born time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +145,10 @@ class PartitionState(Generic[P]):
         self._pending: dict[int, Pending[P]] = {}
         self._due: list[tuple[int, int]] = []
         self._waiting: dict[int, list[_Waiting]] = {}
-        self._recent: OrderedDict[int, tuple[str, str]] = OrderedDict()
-        self._first_of: dict[tuple[str, str], int] = {}
-        """(transaction id, group) -> offset of its first half message, pending or recently
-        resolved."""
+        self._recent: OrderedDict[int, _Copy] = OrderedDict()
+        self._first_of: dict[_Copy, int] = {}
+        """(transaction id, group, born time) -> offset of its first half message, pending or
+        recently resolved."""
         self._repeat_of: dict[int, int] = {}
         """Offset of a repeated half message -> offset of the first one."""
         self._recovered = _Recovered()
@@ -195,21 +197,23 @@ class PartitionState(Generic[P]):
     def half(self, offset: int, info: HalfInfo, payload: P, now_ms: int) -> list[Action[P]]:
         """A half message read from HALF at ``offset`` (offsets arrive in increasing order).
 
-        One that repeats the transaction id of an earlier half message is the same send
-        written twice (a producer retry after a leader change: Kafka's idempotence does not
-        hold across the producer's epoch bump). It is not pending on its own: a decision
-        naming it applies to the first one, so the message is checked and delivered once."""
+        One that repeats the transaction id, group and born time of an earlier half message
+        is the same send written twice (a producer retry after a leader change: Kafka's
+        idempotence does not hold across the producer's epoch bump). It is not pending on its
+        own: a decision naming it applies to the first one, so the message is checked and
+        delivered once. A resumed message is born again, so it is a new half message."""
         self._half_next = offset + 1
         rec = self._recovered
         known = rec.resolved.pop(offset, None)
         actions: list[Action[P]] = []
-        first = self._first_of.get((info.transaction_id, info.producer_group))
+        copy = _copy_of(info)
+        first = self._first_of.get(copy)
         if first is not None and known is None:
             self._repeat_of[offset] = first
         elif known is not None:
-            self._remember(offset, known)
+            self._remember(offset, copy)
         else:
-            self._first_of[(info.transaction_id, info.producer_group)] = offset
+            self._first_of[copy] = offset
             pending = Pending(offset, info, payload, self._op_mark())
             checked = rec.checks.pop(offset, None)
             if checked is None:
@@ -360,8 +364,8 @@ class PartitionState(Generic[P]):
         pending = self._pending.get(target)
         if pending is None:
             known = self._recent.get(target)
-            if known is not None and known != (end.transaction_id, end.producer_group):
-                return [Refuse(end_offset, end, self._mismatch(end, *known))]
+            if known is not None and known[:2] != (end.transaction_id, end.producer_group):
+                return [Refuse(end_offset, end, self._mismatch(end, known[0], known[1]))]
             return [Duplicate(end_offset, end)]
         info = pending.info
         if (end.transaction_id, end.producer_group) != (info.transaction_id, info.producer_group):
@@ -398,9 +402,9 @@ class PartitionState(Generic[P]):
     def _resolve(self, pending: Pending[P], to: HalfState) -> None:
         pending.state = advance(pending.state, to)
         del self._pending[pending.offset]
-        self._remember(pending.offset, (pending.info.transaction_id, pending.info.producer_group))
+        self._remember(pending.offset, _copy_of(pending.info))
 
-    def _remember(self, offset: int, who: tuple[str, str]) -> None:
+    def _remember(self, offset: int, who: _Copy) -> None:
         self._recent[offset] = who
         self._first_of[who] = offset
         if len(self._recent) > RECENT_RESOLVED:
@@ -416,6 +420,10 @@ class PartitionState(Generic[P]):
             f"{end.transaction_id!r} of group {end.producer_group!r}, but that half message is "
             f"transaction {transaction_id!r} of group {group!r}"
         )
+
+
+def _copy_of(info: HalfInfo) -> _Copy:
+    return (info.transaction_id, info.producer_group, info.born_ms)
 
 
 def half_info(half: HalfMessage) -> HalfInfo:

@@ -18,7 +18,14 @@ from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.schedule.forwarder import ScheduleForwarder
-from tests.support import Recorder, parked_from, read_committed, unique, wait_until
+from tests.support import (
+    Recorder,
+    create_topic,
+    parked_from,
+    read_committed,
+    unique,
+    wait_until,
+)
 from tests.workers import start_schedule_forwarder, start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -252,56 +259,56 @@ def on_a_manual_clock(bootstrap: str, clock: ManualClock, **config: int) -> Sche
 
 
 def test_on_an_injected_clock_a_delayed_message_moves_exactly_when_its_level_is_due(
-    system_topics, make_producer, new_topic
+    clock_kafka: str, make_producer
 ) -> None:
-    topic = new_topic(partitions=1)
-    make_producer().send_sync(delayed(topic, "in five seconds", 2))
+    topic = create_topic(clock_kafka, partitions=1)
+    make_producer(bootstrap=clock_kafka).send_sync(delayed(topic, "in five seconds", 2))
     # Started after the broker stamped the record (a clock behind the broker's would make the
     # record look further away than its level allows, and due at once: the clock-jump rule).
     clock = ManualClock()
-    forwarder = on_a_manual_clock(system_topics, clock)
+    forwarder = on_a_manual_clock(clock_kafka, clock)
     try:
         assert forwarder.drain() == 0
         clock.advance(4_000)
         assert forwarder.drain() == 0
-        assert end_offset(system_topics, topic) == 0, "not before its level's 5 s"
+        assert end_offset(clock_kafka, topic) == 0, "not before its level's 5 s"
         clock.advance(2_000)
         forwarder.drain()
-        [record] = read_committed(system_topics, topic, 1)
+        [record] = read_committed(clock_kafka, topic, 1)
         assert record.value() == b"in five seconds"
     finally:
         forwarder.close()
 
 
 def test_a_batch_prepared_ahead_of_its_due_time_writes_nothing_until_the_clock_gets_there(
-    system_topics, make_producer, new_topic
+    clock_kafka: str, make_producer
 ) -> None:
-    topic = new_topic(partitions=1)
-    make_producer().send_sync(delayed(topic, "in one second", 1))
+    topic = create_topic(clock_kafka, partitions=1)
+    make_producer(bootstrap=clock_kafka).send_sync(delayed(topic, "in one second", 1))
     clock = ManualClock()
-    forwarder = on_a_manual_clock(system_topics, clock, prepare_ahead_ms=20)
+    forwarder = on_a_manual_clock(clock_kafka, clock, prepare_ahead_ms=20)
     try:
         assert forwarder.drain() == 0
         due = forwarder._heads.next_wakeup_ms()
         assert due is not None
         clock.advance(due - 10 - clock.now_ms())
         assert forwarder.run_once() == 0, "prepared 10 ms ahead, then the clock did not move"
-        assert end_offset(system_topics, topic) == 0, "not a record written, not even aborted"
+        assert end_offset(clock_kafka, topic) == 0, "not a record written, not even aborted"
         clock.advance(10)
         assert forwarder.drain() == 1
-        [record] = read_committed(system_topics, topic, 1)
+        [record] = read_committed(clock_kafka, topic, 1)
         assert record.value() == b"in one second"
     finally:
         forwarder.close()
 
 
 def test_records_of_a_level_the_consumer_delivers_again_are_not_forwarded_again(
-    system_topics, make_producer, new_topic, caplog
+    clock_kafka: str, make_producer, caplog
 ) -> None:
-    topic = new_topic(partitions=1)
-    make_producer().send_sync(delayed(topic, "once", 1))
+    topic = create_topic(clock_kafka, partitions=1)
+    make_producer(bootstrap=clock_kafka).send_sync(delayed(topic, "once", 1))
     clock = ManualClock()
-    forwarder = on_a_manual_clock(system_topics, clock)
+    forwarder = on_a_manual_clock(clock_kafka, clock)
     try:
         forwarder.drain()
         clock.advance(2_000)
@@ -314,9 +321,41 @@ def test_records_of_a_level_the_consumer_delivers_again_are_not_forwarded_again(
             forwarder.run_once()
     finally:
         forwarder.close()
-    [record] = read_committed(system_topics, topic, 1)
+    [record] = read_committed(clock_kafka, topic, 1)
     assert record.value() == b"once"
     assert "again, from offset 0" in caplog.text, "the records read again were noticed"
+
+
+def test_a_delayed_message_whose_topic_never_appears_is_parked_after_a_grace_and_the_level_goes_on(
+    clock_kafka: str, make_producer
+) -> None:
+    gone, topic = unique("NeverCreated"), create_topic(clock_kafka, partitions=1)
+    producer = make_producer(bootstrap=clock_kafka)
+    producer.send_sync(delayed(gone, "to nowhere", 1))
+    producer.send_sync(delayed(topic, "behind it", 1))
+    clock = ManualClock()
+    forwarder = on_a_manual_clock(clock_kafka, clock, missing_topic_grace_ms=30_000)
+    try:
+        forwarder.drain()
+        clock.advance(2_000)
+        forwarder.drain()
+        clock.advance(20_000)
+        forwarder.drain()
+        assert end_offset(clock_kafka, topic) == 0, "its level waits for the topic, in order"
+        clock.advance(11_000)
+        forwarder.drain()
+        [record] = read_committed(clock_kafka, topic, 1)
+    finally:
+        forwarder.close()
+    assert record.value() == b"behind it"
+    parked = [
+        r
+        for r in read_committed(clock_kafka, naming.POISON_TOPIC, 1, timeout=30)
+        if gone.encode() in dict(r.headers()).get("reason", b"")
+    ]
+    [why] = [dict(r.headers())["reason"].decode() for r in parked]
+    assert why.startswith(f"missing topic: {gone!r} did not exist for 3")
+    assert forwarder.metrics.parked.labels("missing topic")._value.get() == 1
 
 
 def test_a_forwarder_in_burst_mode_delivers_what_is_due_and_exits_zero(

@@ -21,7 +21,7 @@ from adapter.schedule.recall import RecallHandle
 from adapter.v5 import ClientConfiguration, Credentials, Message, Producer
 from adapter.v5.exception import BadRequestException, IllegalArgumentException
 from tests.integration.v5.conftest import MakeV5Producer
-from tests.support import parked_from, read_committed, unique, wait_until
+from tests.support import create_topic, parked_from, read_committed, unique, wait_until
 from tests.workers import start_schedule_forwarder
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -89,14 +89,14 @@ def test_a_timer_a_minute_ahead_waits_the_minute_and_arrives_once(
 
 
 def test_on_an_injected_clock_a_timer_three_days_ahead_hops_until_the_third_day(
-    system_topics: str, new_topic
+    clock_kafka: str,
 ) -> None:
-    topic = new_topic(partitions=1)
+    topic = create_topic(clock_kafka, partitions=1)
     clock = ManualClock(now_ms())
-    producer = Producer(ClientConfiguration(system_topics, Credentials()), clock=clock)
+    producer = Producer(ClientConfiguration(clock_kafka, Credentials()), clock=clock)
     producer.startup()
     forwarder = ScheduleForwarder(
-        ForwarderConfig(KafkaSettings(system_topics), worker_id=unique("test"), max_wait_ms=100),
+        ForwarderConfig(KafkaSettings(clock_kafka), worker_id=unique("test"), max_wait_ms=100),
         clock=clock,
     )
     deliver_at = clock.now_ms() + 3 * DAY_MS
@@ -111,10 +111,10 @@ def test_on_an_injected_clock_a_timer_three_days_ahead_hops_until_the_third_day(
                 clock.advance(min(wakeup, deliver_at - 1) - clock.now_ms())
             forwarder.run_once()
         assert forwarder.metrics.hops._value.get() >= 35, "2 h at most per hop (and the first)"
-        assert read_committed(system_topics, topic, 0, timeout=2) == [], "not a ms early"
+        assert read_committed(clock_kafka, topic, 0, timeout=2) == [], "not a ms early"
         clock.advance(1)
         forwarder.drain()
-        [record] = read_committed(system_topics, topic, 1, timeout=30)
+        [record] = read_committed(clock_kafka, topic, 1, timeout=30)
     finally:
         forwarder.close()
         producer.shutdown()

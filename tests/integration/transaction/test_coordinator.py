@@ -27,7 +27,7 @@ from adapter.transaction import admin
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, TransactionDecision
-from tests.support import read_committed, unique, wait_until
+from tests.support import create_topic, read_committed, unique, wait_until
 from tests.workers import start_worker, worker_kinds
 
 pytestmark = pytest.mark.timeout(240)
@@ -312,9 +312,10 @@ def test_a_half_message_written_twice_by_one_send_is_delivered_once_and_never_ch
     coordinator = start_coordinator(**FAST)
     topic = new_topic(partitions=1)
     checker = answers(TransactionStatus.COMMIT)
-    producer = make_transaction_producer(new_group("PG"), checker)
-    # A send retried after a leader change can store its half message twice: Kafka's
-    # idempotence does not hold across the producer's epoch bump. The ack names one copy.
+    # A send retried after a leader change can store its half message twice, with the same
+    # born time: Kafka's idempotence does not hold across the producer's epoch bump. The ack
+    # names one copy. A clock that stands still gives the second write the same born time.
+    producer = make_transaction_producer(new_group("PG"), checker, clock=ManualClock())
     first = producer.send_half(message(topic, "paid twice"))
     again = producer.send_half(message(topic, "paid twice"), transaction_id=first.transaction_id)
     assert again.offset == first.offset + 1
@@ -580,22 +581,23 @@ def test_a_successor_coordinator_goes_on_counting_checks_where_its_predecessor_s
 
 
 def test_on_an_injected_clock_checks_come_exactly_at_the_timeout_then_every_interval(
-    system_topics, new_topic, new_group
+    clock_kafka: str, new_group
 ) -> None:
     clock = ManualClock()
     policy = CheckPolicy(transaction_timeout_ms=6_000, check_interval_ms=30_000)
     coordinator = TransactionCoordinator(
         CoordinatorConfig(
-            KafkaSettings(system_topics), policy=policy, worker_id=unique("test"), max_wait_ms=100
+            KafkaSettings(clock_kafka), policy=policy, worker_id=unique("test"), max_wait_ms=100
         ),
         clock=clock,
     )
     producer = TransactionMQProducer(new_group("PG"), answers(None), clock=clock)
-    producer.set_name_server_address(system_topics)
+    producer.set_name_server_address(clock_kafka)
     producer.start()
     try:
         sent = producer.send_message_in_transaction(
-            message(new_topic(partitions=1), "undecided"), answers(TransactionStatus.UNKNOWN)
+            message(create_topic(clock_kafka, partitions=1), "undecided"),
+            answers(TransactionStatus.UNKNOWN),
         )
 
         def checks_so_far() -> int:

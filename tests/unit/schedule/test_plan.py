@@ -100,7 +100,7 @@ def test_a_missing_real_topic_holds_its_level_back_and_the_other_levels_go_on() 
     assert [(e.partition, e.offset) for e in batch.put_back] == [(0, 0), (0, 1)], (
         "the level keeps its order: nothing behind the refused record goes first"
     )
-    assert batch.refused == {0: "topic 'Gone' is not available"}
+    assert batch.missing == {0: (0, "Gone")}
     assert batch.positions == {1: 1}
 
 

@@ -511,6 +511,18 @@ def test_a_repeat_of_a_message_already_decided_is_not_pending_again() -> None:
     assert state.pending_count == 0
 
 
+def test_a_discarded_message_resumed_with_a_new_born_time_is_pending_and_checked_again() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=10)
+    state.end(0, end("t0", 0, decision=TransactionDecision.ROLLBACK), now_ms=20)
+    assert state.half(1, info("t0", born=50_000), "body", now_ms=50_000) == []
+    assert state.repeat_of(1) is None
+    assert state.pending_count == 1
+    [check] = state.due(now_ms=60_000, limit=10)
+    assert isinstance(check, Check)
+    assert check.pending.offset == 1
+
+
 def test_the_same_transaction_id_from_another_group_is_another_message() -> None:
     state = new_state()
     state.half(0, info("t0"), "body", now_ms=10)
