@@ -8,6 +8,7 @@ import textwrap
 import threading
 import time
 import urllib.request
+import zlib
 from collections import Counter
 
 import pytest
@@ -21,6 +22,7 @@ from adapter.clock import ManualClock
 from adapter.config import CheckPolicy, CoordinatorConfig, KafkaSettings
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients
+from adapter.msgid import new_message_id
 from adapter.ops import broker as local_broker
 from adapter.ops.cli import main as cli
 from adapter.transaction import admin
@@ -223,6 +225,38 @@ def test_a_message_never_decided_is_parked_after_check_max_checks_and_can_be_res
     [record] = read_committed(system_topics, topic, 1)
     assert record.value() == b"undecided"
     assert headers(record)[prop.UNIQ_KEY].decode() == sent.msg_id
+
+
+def test_a_message_resumed_onto_the_half_partition_of_its_discarded_copy_is_checked_again(
+    system_topics, start_coordinator, make_transaction_producer, new_topic, new_group
+) -> None:
+    start_coordinator(**FAST)
+    topic = new_topic(partitions=1)
+    checker = answers(TransactionStatus.UNKNOWN)
+    producer = make_transaction_producer(new_group("PG"), checker)
+    # The resume writes with the transaction id as its key (librdkafka: CRC-32 of the key);
+    # pick an id that lands it on the partition where this producer wrote the first copy.
+    probe = producer.send_half(message(topic, "probe"))
+    producer.end_half(probe, TransactionDecision.ROLLBACK)
+    halves = half_partition_count(system_topics)
+    tid = next(
+        t for t in iter(new_message_id, None) if zlib.crc32(t.encode()) % halves == probe.partition
+    )
+    sent = producer.send_half(message(topic, "undecided"), transaction_id=tid)
+    wait_until(lambda: discarded_rows(system_topics, tid), timeout=60, what="the discard")
+
+    checker.seen.clear()
+    checker.status = TransactionStatus.COMMIT
+    resumed = admin.resume(KafkaSettings(system_topics), tid)
+    assert resumed.partition == sent.partition, "the resumed copy shares the first's partition"
+    [record] = read_committed(system_topics, topic, 1)
+    assert record.value() == b"undecided"
+    assert [m.get_property(prop.TRANSACTION_CHECK_TIMES) for m in checker.seen] == [b"1"]
+
+
+def half_partition_count(bootstrap: str) -> int:
+    metadata = clients.admin({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return len(metadata.topics[naming.kafka_topic(naming.TRANS_HALF_TOPIC)].partitions)
 
 
 def test_pending_messages_are_listed_with_their_age_and_check_count(
