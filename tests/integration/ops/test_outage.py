@@ -15,10 +15,13 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import TopicPartition
 
+from adapter import naming
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
 from adapter.exceptions import ProducerSendSyncFailed
+from adapter.kafka import clients
 from adapter.ops import broker as local_broker
 from tests.brokers import Broker
 from tests.support import create_topic, init_system_topics, read_committed, unique, wait_until
@@ -43,6 +46,28 @@ def gauge(port: int, name: str) -> float:
     _, text = get(port, "/metrics")
     [line] = [line for line in text.splitlines() if line.startswith(name + " ")]
     return float(line.split()[1])
+
+
+def written_bodies(bootstrap: str, topic: str) -> list[str]:
+    """Every body in ``topic``, read_uncommitted: a body here that a read_committed reader
+    does not see sits behind a transaction still open."""
+    reader = clients.consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("uncommitted"),
+         "isolation.level": "read_uncommitted", "enable.auto.commit": False}
+    )  # fmt: skip
+    try:
+        kafka_topic = naming.kafka_topic(topic)
+        partitions = reader.list_topics(kafka_topic, timeout=10).topics[kafka_topic].partitions
+        reader.assign([TopicPartition(kafka_topic, p, 0) for p in partitions])
+        bodies, deadline = [], time.monotonic() + 10
+        while time.monotonic() < deadline:
+            records = reader.consume(500, 0.5)
+            bodies += [r.value().decode() for r in records if r.error() is None]
+            if not records:
+                break
+        return bodies
+    finally:
+        reader.close()
 
 
 @pytest.fixture
@@ -86,10 +111,13 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
     committed: set[str] = set()
     held = {f"held-{i}" for i in range(5)}
     settle = threading.Event()
+    asked: list[tuple[float, str]] = []  # when the producer was asked about a held one
 
     def checker(msg) -> TransactionStatus:  # type: ignore[no-untyped-def]
         """The application's database: what it committed, and the held ones once settled."""
         body = msg.body.decode()
+        if body in held:
+            asked.append((time.monotonic(), body))
         if body in committed or (body in held and settle.is_set()):
             return TransactionStatus.COMMIT
         return TransactionStatus.UNKNOWN if body in held else TransactionStatus.ROLLBACK
@@ -172,6 +200,9 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
         print(
             "[missing]", sorted(expected - set(counts)), "[extra]", sorted(set(counts) - expected)
         )
+        print("[asked, s after the return]", [(round(t - came_back, 1), b) for t, b in asked])
+        print("[pending now]", gauge(port, "rmq_transactions_pending"))
+        print("[written, committed or not]", sorted(written_bodies(own_kafka.bootstrap, topic)))
     assert set(counts) == expected, "nothing lost, nothing rolled back delivered"
     assert [b for b, c in counts.items() if c > 1] == [], "nothing twice"
     assert worker.process.poll() is None, "the same worker process healed"
