@@ -79,7 +79,7 @@ class Batch:
     put_back: list[Held] = field(default_factory=list)
     missing: dict[int, tuple[int, str]] = field(default_factory=dict)
     """Levels whose head's real topic is not there: the head's offset and the topic. They
-    wait and retry (:mod:`adapter.schedule.missing_topics`)."""
+    wait and retry, then are parked (:mod:`adapter.schedule.refusals`)."""
     waiting: set[int] = field(default_factory=set)
     """Partitions whose head waits out the last milliseconds of a timer."""
 
