@@ -372,9 +372,9 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
                 )
         for partition, count in forwarded.items():
             self.metrics.forwarded.labels(self._hops.label(partition)).inc(count)
-        for partition in batch.positions:
+        for partition, position in batch.positions.items():
             self._attempts.pop(partition, None)
-            self._missing.moved_on(partition)
+            self._missing.moved_on(partition, position)
             self._heads.unblock(partition)
 
     def _labels(self, partitions: list[TopicPartition]) -> list[str]:

@@ -58,7 +58,12 @@ class MissingTopics:
         del self._since[(partition, offset)]
         return f"missing topic: {topic!r} did not exist for {waited_ms / 1000:.1f} s"
 
-    def moved_on(self, partition: int) -> None:
-        """The level of ``partition`` went past its head, or left this worker: forget it."""
-        for key in [key for key in self._since if key[0] == partition]:
+    def moved_on(self, partition: int, position: int | None = None) -> None:
+        """The level of ``partition`` committed up to ``position`` (exclusive), or left this
+        worker (None): forget the waits of the records it is past."""
+        for key in [
+            key
+            for key in self._since
+            if key[0] == partition and (position is None or key[1] < position)
+        ]:
             del self._since[key]

@@ -32,5 +32,12 @@ def test_the_grace_starts_again_for_the_next_record_once_the_level_moved_on() ->
     assert missing.park_reason(0, 1, "Gone", now_ms=6_000) is not None
 
 
+def test_records_committed_before_the_waiting_head_do_not_restart_its_grace() -> None:
+    missing = MissingTopics(grace_ms=1_000)
+    assert missing.park_reason(0, 3, "Gone", now_ms=0) is None
+    missing.moved_on(0, 3)  # the level's records before the head were forwarded
+    assert missing.park_reason(0, 3, "Gone", now_ms=1_000) is not None, "counted from t=0"
+
+
 def test_a_grace_of_zero_parks_at_the_first_refusal() -> None:
     assert MissingTopics(grace_ms=0).park_reason(0, 0, "Gone", now_ms=5) is not None
