@@ -11,7 +11,8 @@ on a production cluster), then parked with reason ``missing topic``: a deleted t
 hold every later message of its level back forever, and nothing is dropped.
 
 Known gaps: the grace is counted from the first refusal this worker saw; a worker that takes
-the level over counts again.
+the level over counts again. The record is parked at its first retry past the grace, so up to
+one back-off (at most 30 s) later.
 """
 
 from __future__ import annotations
