@@ -7,7 +7,10 @@ Every blocking librdkafka call runs under :func:`within`, with a deadline that h
 librdkafka overstays its own timeout (seen: ``send_offsets_to_transaction`` stuck for good after
 a broker restart). A producer that overstays, times out, or is fenced is dropped; the next turn
 starts a new one with the same transactional id, whose ``init_transactions`` fences the old one
-and aborts its transaction on the broker.
+and settles its transaction on the broker: aborted, or committed when the commit request had
+reached the coordinator before the client gave up. That outcome is not known to the worker, so a
+producer dropped in a transaction leaves the transactor :attr:`Transactor.in_doubt` until the
+worker has read its positions back from Kafka.
 
 Known gaps: a call abandoned by the watchdog keeps its thread until librdkafka returns.
 """
@@ -99,6 +102,9 @@ class Transactor:
     log: logging.Logger
     stopping: threading.Event
     in_transaction: bool = False
+    in_doubt: bool = False
+    """A producer was dropped in a transaction (a commit timed out, a call stuck): it may have
+    committed. The worker reads its committed positions again, then calls :meth:`settled`."""
     _producer: Producer | None = None
     _last_fatal: float | None = None
 
@@ -229,9 +235,14 @@ class Transactor:
         """Forget the producer without waiting on it (it may be stuck); the next turn starts a
         new one. Its queue is purged and its destruction happens on a thread of its own."""
         producer, self._producer = self._producer, None
+        self.in_doubt |= self.in_transaction
         self.in_transaction = False
         if producer is not None:
             threading.Thread(target=_dispose, args=(producer,), name="dispose", daemon=True).start()
+
+    def settled(self) -> None:
+        """The worker has read back what the dropped producer's transaction left in Kafka."""
+        self.in_doubt = False
 
     def close(self) -> None:
         producer, self._producer = self._producer, None

@@ -39,7 +39,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
@@ -135,6 +135,8 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def run_once(self) -> int:
         """Fetch, forward what is due in one transaction; return how many records moved."""
         consumer = self.consumer()
+        if self.tx.in_doubt:
+            self._rewind()
         now, ahead = self.clock.now_ms(), self.config.prepare_ahead_ms
         wakeup = self._heads.next_wakeup_ms()
         wait_ms = self.config.max_wait_ms if wakeup is None else max(0, wakeup - ahead - now)
@@ -268,6 +270,25 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self._check_recalls()
         self.tx.commit()
 
+    def _rewind(self) -> None:
+        """A producer dropped in a transaction may have committed it (a commit that timed out
+        can still reach the coordinator): what that batch took from memory cannot simply be put
+        back. Start the new producer, whose ``init_transactions`` settles the old transaction,
+        then drop what is held and read every level again from its committed position; records
+        the old transaction did forward lie before that position now."""
+        consumer = self.consumer()
+        self.tx.producer  # noqa: B018 - settles the transaction in doubt
+        owned = [TopicPartition(SCHEDULE, p) for p in sorted(self._assigned)]
+        committed = self.tx.call(
+            "committed", lambda: consumer.committed(owned, timeout=self.tx.timeout_s)
+        )
+        for tp in committed:
+            self._heads.drop(tp.partition)
+            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            consumer.seek(TopicPartition(SCHEDULE, tp.partition, offset))
+        self.tx.settled()
+        log.info("read levels %s again from their committed positions", self._labels(owned))
+
     def _wait_until(self, due_ms: int) -> None:
         """Sleep until ``due_ms`` on the forwarder's clock; :class:`_NotDue` if that clock has
         not got there after the prepare-ahead time and a little more of real time (a manual
@@ -345,24 +366,14 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         )
 
     def _committed(self, batch: Batch) -> None:
-        now = self.clock.now_ms()
-        forwarded: dict[int, int] = {}
-        observe = self.metrics.lateness.observe
+        self.metrics.count(batch, self.clock.now_ms(), self._hops.label)
         for send in batch.sends:
             entry = send.entry
-            if send.kind == "deliver":
-                forwarded[entry.partition] = forwarded.get(entry.partition, 0) + 1
-                due = entry.item.deliver_ms if entry.item.deliver_ms is not None else entry.due_ms
-                observe(max(0, now - due) / 1000)
-            elif send.kind == "hop":
-                self.metrics.hops.inc()
-            elif send.kind == "dropped" and entry.item.message_id is not None:
-                self.metrics.recalled.inc()
+            if send.kind == "dropped" and entry.item.message_id is not None:
                 if self._recalls is not None:
                     self._recalls.forget(entry.item.message_id)
                 log.info("dropped recalled timer %s", entry.item.message_id)
             elif send.kind == "park":
-                self.metrics.parked.labels((send.reason or "unknown").split(":", 1)[0]).inc()
                 log.error(
                     "parked %s offset %d in %s: %s",
                     self._where(entry.partition),
@@ -370,8 +381,6 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
                     naming.POISON_TOPIC,
                     send.reason,
                 )
-        for partition, count in forwarded.items():
-            self.metrics.forwarded.labels(self._hops.label(partition)).inc(count)
         for partition, position in batch.positions.items():
             self._attempts.pop(partition, None)
             self._missing.moved_on(partition, position)

@@ -9,9 +9,13 @@ Known gaps: none.
 
 from __future__ import annotations
 
+from collections import Counter as Tally
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from adapter.schedule.plan import Batch
 
 
 class ForwarderMetrics:
@@ -46,3 +50,22 @@ class ForwarderMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=registry,
         )
+
+    def count(self, batch: Batch, now_ms: int, level: Callable[[int], str]) -> None:
+        """Count a committed batch: forwarded records per level and their lateness, hops,
+        dropped recalled timers and parked records."""
+        forwarded: Tally[int] = Tally()
+        for send in batch.sends:
+            entry = send.entry
+            if send.kind == "deliver":
+                forwarded[entry.partition] += 1
+                due = entry.item.deliver_ms if entry.item.deliver_ms is not None else entry.due_ms
+                self.lateness.observe(max(0, now_ms - due) / 1000)
+            elif send.kind == "hop":
+                self.hops.inc()
+            elif send.kind == "dropped" and entry.item.message_id is not None:
+                self.recalled.inc()
+            elif send.kind == "park":
+                self.parked.labels((send.reason or "unknown").split(":", 1)[0]).inc()
+        for partition, count in forwarded.items():
+            self.forwarded.labels(level(partition)).inc(count)

@@ -319,6 +319,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         if ready:
             self._restore(ready)
             self._to_restore.difference_update(ready)
+        if not self._to_restore:
+            self.tx.settled()  # every partition was read back after the failed turn
 
     def _restore(self, partitions: list[int]) -> None:
         """Build the state of ``partitions`` from the committed positions: OP is read back to

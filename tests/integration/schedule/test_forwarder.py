@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from adapter import naming
 from adapter import properties as prop
@@ -324,6 +324,41 @@ def test_records_of_a_level_the_consumer_delivers_again_are_not_forwarded_again(
     [record] = read_committed(clock_kafka, topic, 1)
     assert record.value() == b"once"
     assert "again, from offset 0" in caplog.text, "the records read again were noticed"
+
+
+def test_a_commit_that_times_out_after_reaching_kafka_forwards_nothing_twice(
+    clock_kafka: str, make_producer
+) -> None:
+    topic = create_topic(clock_kafka, partitions=1)
+    producer = make_producer(bootstrap=clock_kafka)
+    producer.send_sync(delayed(topic, "first", 1))
+    clock = ManualClock()
+    forwarder = on_a_manual_clock(clock_kafka, clock)
+    commit = forwarder.tx.commit
+
+    def commit_then_time_out() -> None:
+        # The commit reaches the coordinator, then the client gives up waiting for the answer,
+        # as when a broker dies mid-commit (seen on the cluster: delivered twice).
+        forwarder.tx.commit = commit  # type: ignore[method-assign]
+        commit()
+        forwarder.tx.in_transaction = True
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "commit timed out", retriable=True))
+
+    try:
+        forwarder.drain()
+        clock.advance(2_000)
+        forwarder.tx.commit = commit_then_time_out  # type: ignore[method-assign]
+        with pytest.raises(KafkaException, match="commit timed out"):
+            forwarder.drain()
+        producer.send_sync(delayed(topic, "second", 1))
+        clock.advance(2_000)
+        forwarder.drain()
+        clock.advance(2_000)
+        forwarder.drain()
+    finally:
+        forwarder.close()
+    bodies = [r.value() for r in read_committed(clock_kafka, topic, 2)]
+    assert bodies == [b"first", b"second"], "each once, in order"
 
 
 def test_a_delayed_message_whose_topic_never_appears_is_parked_after_a_grace_and_the_level_goes_on(
