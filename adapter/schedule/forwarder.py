@@ -279,8 +279,10 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         consumer = self.consumer()
         self.tx.producer  # noqa: B018 - settles the transaction in doubt
         owned = [TopicPartition(SCHEDULE, p) for p in sorted(self._assigned)]
-        committed = self.tx.call(
-            "committed", lambda: consumer.committed(owned, timeout=self.tx.timeout_s)
+        committed = (
+            self.tx.call("committed", lambda: consumer.committed(owned, timeout=self.tx.timeout_s))
+            if owned
+            else []
         )
         for tp in committed:
             self._heads.drop(tp.partition)
