@@ -22,7 +22,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 from prometheus_client import CollectorRegistry
 
@@ -237,6 +237,20 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         """Whether a rebalance callback comes from the worker's consumer of now, not from one
         it replaced (still closing on another thread): only those may change its state."""
         return consumer is self._consumer
+
+    def settled_positions(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The group's committed positions of ``partitions``, read once this worker's own last
+        transaction is settled. A failed turn may leave it open (its offsets unstable, which
+        a read_committed consumer's ``committed()`` waits on until it times out) or in doubt
+        (a commit that timed out may still commit): starting the producer first, with its
+        ``init_transactions``, finishes or aborts it."""
+        consumer = self.consumer()
+        self.tx.producer  # noqa: B018 - settles the worker's last transaction
+        if not partitions:
+            return []
+        return self.tx.call(
+            "committed", lambda: consumer.committed(partitions, timeout=self.tx.timeout_s)
+        )
 
     def forget_partitions(self) -> None:
         """Drop what is held for every owned partition (the consumer is being replaced: its

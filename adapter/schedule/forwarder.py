@@ -273,18 +273,12 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def _rewind(self) -> None:
         """A producer dropped in a transaction may have committed it (a commit that timed out
         can still reach the coordinator): what that batch took from memory cannot simply be put
-        back. Start the new producer, whose ``init_transactions`` settles the old transaction,
-        then drop what is held and read every level again from its committed position; records
-        the old transaction did forward lie before that position now."""
+        back. Once the old transaction is settled, drop what is held and read every level again
+        from its committed position (:meth:`settled_positions`); records the old transaction
+        did forward lie before that position now."""
         consumer = self.consumer()
-        self.tx.producer  # noqa: B018 - settles the transaction in doubt
         owned = [TopicPartition(SCHEDULE, p) for p in sorted(self._assigned)]
-        committed = (
-            self.tx.call("committed", lambda: consumer.committed(owned, timeout=self.tx.timeout_s))
-            if owned
-            else []
-        )
-        for tp in committed:
+        for tp in self.settled_positions(owned):
             self._heads.drop(tp.partition)
             offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
             consumer.seek(TopicPartition(SCHEDULE, tp.partition, offset))

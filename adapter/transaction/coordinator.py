@@ -326,15 +326,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         """Build the state of ``partitions`` from the committed positions: OP is read back to
         its end, and HALF and END are consumed again from their positions."""
         consumer = self.consumer()
-        # Our own earlier transaction, if a failed turn left it open, holds its offsets as
-        # unstable, and a read_committed consumer's committed() then waits for them until it
-        # times out: starting the producer (init_transactions) aborts that transaction first.
-        self.tx.producer  # noqa: B018
         wanted = [TopicPartition(t, p) for p in partitions for t in (HALF, END, OP)]
-        committed = {
-            (tp.topic, tp.partition): tp.offset
-            for tp in consumer.committed(wanted, timeout=self.tx.timeout_s)
-        }
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self.settled_positions(wanted)}
         states: dict[int, PartitionState[bytes]] = {
             p: PartitionState(
                 self.config.policy,
