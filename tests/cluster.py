@@ -33,6 +33,35 @@ from tests.support import wait_until
 
 _EPOCH = re.compile(r"\bepoch=(\d+)")
 _LEADER = re.compile(r"\bleader=(\d+)")
+_ENTERED = re.compile(r"Completed transition to (\w+)\((.*?)\) from ")
+
+
+def quorum_leader_in(logs: dict[int, list[str]]) -> int | None:
+    """The node that leads the KRaft quorum at the highest epoch the nodes' logs (by node id)
+    name a leader in, or None. Only the state a node *entered* counts: the line also prints the
+    state it left (``... from FollowerState(epoch=7, leader=3, ...)``), whose leader is stale
+    once the epoch moves on. A node that entered ``Leader(...)`` leads; one that entered
+    ``FollowerState(...)`` names its leader; candidates and unattached voters name none."""
+    best: tuple[int, int] | None = None
+    for node_id, lines in logs.items():
+        for line in lines:
+            entered = _ENTERED.search(line)
+            if entered is None:
+                continue
+            state, fields = entered.groups()
+            epoch = _EPOCH.search(fields)
+            if epoch is None:
+                continue
+            if state == "Leader":
+                leader = node_id
+            elif state == "FollowerState" and (named := _LEADER.search(fields)) is not None:
+                leader = int(named.group(1))
+            else:
+                continue
+            if best is None or int(epoch.group(1)) > best[0]:
+                best = (int(epoch.group(1)), leader)
+    return None if best is None else best[1]
+
 
 CLUSTER_SETTINGS = {
     **local_broker.SINGLE_NODE_SETTINGS,
@@ -200,26 +229,10 @@ class KafkaCluster:
     def quorum_leader(self) -> Node:
         """The active controller (the KRaft quorum leader) of the latest epoch, as the nodes'
         own logs tell it (the image carries no ``kafka-metadata-quorum`` tool)."""
-        best: tuple[int, int] | None = None
-        for node in self.nodes:
-            for line in node.log_lines():
-                if "Completed transition to" not in line:
-                    continue
-                epoch = _EPOCH.search(line)
-                if epoch is None:
-                    continue
-                if "transition to Leader(" in line:
-                    leader = node.node_id
-                else:
-                    named = _LEADER.search(line)
-                    if named is None:
-                        continue
-                    leader = int(named.group(1))
-                if best is None or int(epoch.group(1)) > best[0]:
-                    best = (int(epoch.group(1)), leader)
-        if best is None:
+        leader = quorum_leader_in({node.node_id: node.log_lines() for node in self.nodes})
+        if leader is None:
             raise AssertionError("no node has logged a quorum leader yet")
-        return self.node(best[1])
+        return self.node(leader)
 
     network: object = None
     """The podman network the nodes share (testcontainers' ``Network``)."""
