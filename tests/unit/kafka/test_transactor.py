@@ -13,8 +13,14 @@ from adapter.kafka.transactor import Stuck, Transactor
 pytestmark = pytest.mark.timeout(10)
 
 
+def transactor() -> Transactor:
+    return Transactor(
+        dict, timeout_s=1.0, log=logging.getLogger("test"), stopping=threading.Event()
+    )
+
+
 def in_a_transaction() -> Transactor:
-    tx = Transactor(dict, timeout_s=1.0, log=logging.getLogger("test"), stopping=threading.Event())
+    tx = transactor()
     tx.in_transaction = True
     return tx
 
@@ -46,6 +52,6 @@ def test_an_abortable_error_aborts_and_leaves_nothing_in_doubt() -> None:
 
 
 def test_a_producer_dropped_between_transactions_leaves_nothing_in_doubt() -> None:
-    tx = Transactor(dict, timeout_s=1.0, log=logging.getLogger("test"), stopping=threading.Event())
+    tx = transactor()
     tx.drop()
     assert not tx.in_doubt
