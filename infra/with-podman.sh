@@ -14,6 +14,14 @@ if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
   apt-get update -qq && apt-get install -y -qq podman runc >/dev/null
 fi
 
+# One run at a time on a machine: the cleanup below removes every container the suite labels,
+# so a second run beside this one would lose its brokers. A later run waits for this one.
+exec 9>"${TMPDIR:-/tmp}/rmq-kafka-adapter-podman.lock"
+if ! flock -n 9; then
+  echo "with-podman: another run holds podman; waiting for it to finish..."
+  flock 9
+fi
+
 state="$(mktemp -d "${TMPDIR:-/tmp}/rmq-podman.XXXXXX")"
 socket="$state/podman.sock"
 podman system service --time=0 "unix://$socket" >"$state/service.log" 2>&1 &
