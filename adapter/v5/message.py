@@ -13,6 +13,10 @@ is the value; ``UNIQ_KEY`` (the message id), ``TAGS``, ``KEYS`` (space-separated
 user properties are headers; ``message_group`` is the ``__SHARDINGKEY`` property, as the 5.x
 proxy stores it. So 2.0 consumers, plain Kafka readers and Spark read it unchanged.
 
+``delivery_timestamp`` becomes whole epoch milliseconds at the setter: a value under 10^11 is
+seconds (5.x sends seconds), a fraction is rounded up (never early); a bool, a value that is
+not positive and finite, or one in micro- or nanoseconds is refused there. 5.x puts the value
+into a protobuf ``Timestamp`` and fails at send on a float; here ``time.time() + 10`` works.
 A received timer message has its ``delivery_timestamp`` (from ``TIMER_DELIVER_MS``).
 
 Known gaps: ``lite_topic`` and ``priority`` (5.1.2 additions) are not provided. Properties
@@ -24,6 +28,8 @@ bytes (5.x accepts anything and fails later in protobuf).
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
@@ -37,6 +43,10 @@ from adapter.v5.exception import IllegalArgumentException
 __all__ = ["Message", "MessageType"]
 
 _TOPIC_CHARACTERS = "^[%a-zA-Z0-9_-]+$"
+SECONDS_BELOW = 10**11
+"""A ``delivery_timestamp`` under this is in seconds (year 5138 in seconds, 1973 in ms)."""
+MILLISECONDS_BELOW = 10**14
+"""A ``delivery_timestamp`` from this up is in micro- or nanoseconds (year 5138 in ms)."""
 _SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, prop.TIMER_DELIVER_MS}
 _KEY_SEPARATOR = " "
 
@@ -167,15 +177,19 @@ class Message:
 
     @property
     def delivery_timestamp(self) -> int | None:
+        """When to deliver, epoch milliseconds (whole: a value set in seconds, or with a
+        fraction, reads back in whole milliseconds, rounded up)."""
         return self._delivery_timestamp
 
     @delivery_timestamp.setter
-    def delivery_timestamp(self, delivery_timestamp: int) -> None:
+    def delivery_timestamp(self, delivery_timestamp: float | None) -> None:
         if self._message_group:
             raise IllegalArgumentException(
                 "delivery_timestamp and message_group should not be set at same time."
             )
-        self._delivery_timestamp = delivery_timestamp
+        self._delivery_timestamp = (
+            None if delivery_timestamp is None else epoch_ms(delivery_timestamp)
+        )
 
     @property
     def properties(self) -> dict[str, str]:
@@ -349,6 +363,34 @@ class Message:
             name: _text(value) for name, value in found.items() if name not in _SYSTEM_PROPERTIES
         }
         return message
+
+
+def epoch_ms(delivery_timestamp: object) -> int:
+    """A ``delivery_timestamp`` as whole epoch milliseconds: seconds under
+    :data:`SECONDS_BELOW`, milliseconds above, a fraction rounded up (never early);
+    ``IllegalArgumentException`` for anything that is not a positive time in s or ms."""
+    what = f"delivery_timestamp {delivery_timestamp!r}"
+    if isinstance(delivery_timestamp, bool) or not isinstance(delivery_timestamp, numbers.Real):
+        raise IllegalArgumentException(
+            f"{what} must be a number (epoch seconds or milliseconds), not a bool or "
+            f"{type(delivery_timestamp).__name__}"
+        )
+    exact = isinstance(delivery_timestamp, numbers.Integral)
+    number: float | int
+    if isinstance(delivery_timestamp, numbers.Integral):
+        number = int(delivery_timestamp)
+    else:
+        number = float(delivery_timestamp)
+    if not math.isfinite(number):
+        raise IllegalArgumentException(f"{what} must be finite")
+    if number <= 0:
+        raise IllegalArgumentException(f"{what} must be positive (epoch seconds or ms)")
+    if number >= MILLISECONDS_BELOW:
+        raise IllegalArgumentException(
+            f"{what} looks like microseconds or nanoseconds; give epoch ms (or seconds)"
+        )
+    scale = 1000 if number < SECONDS_BELOW else 1
+    return int(number) * scale if exact else math.ceil(number * scale)
 
 
 def _text(value: bytes | str) -> str:

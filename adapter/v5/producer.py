@@ -326,8 +326,8 @@ class Producer:
         wire = message.to_wire()
         group = message.message_group
         try:
-            if message.delivery_timestamp:
-                deliver_at = timers.deliver_ms(message.delivery_timestamp)
+            deliver_at = message.delivery_timestamp
+            if deliver_at:
                 timer = timers.timer_record(sender, wire, msg_id, deliver_at)
                 if timer is not None:
                     return timer
@@ -347,8 +347,8 @@ class Producer:
         recall handle."""
         msg_id, topic = _message_id(message), str(message.topic)
         handle = None
-        if record.topic == SCHEDULE and message.delivery_timestamp:
-            deliver_at = timers.deliver_ms(message.delivery_timestamp)
+        deliver_at = message.delivery_timestamp
+        if record.topic == SCHEDULE and deliver_at:
             handle = timers.recall_handle(topic, msg_id, deliver_at)
         return SendReceipt(msg_id, None, MessageQueue(topic, partition), offset, handle)
 

@@ -10,7 +10,8 @@ a 5.x consumer sees it as ``delivery_timestamp``.
 ``delivery_timestamp`` is in milliseconds, as the 5.x ``Message`` documents; a value under
 10^11 is read as seconds (year 5138 in seconds, 1973 in milliseconds), because the 5.x client
 puts the value into a protobuf ``Timestamp``'s seconds and its delay example sends
-``int(time.time()) + 10``.
+``int(time.time()) + 10``. The message's setter makes it whole milliseconds, or refuses it
+(:func:`adapter.v5.message.epoch_ms`), so what reaches this module is an ``int``.
 
 Known gaps: a deliver time in the past is sent as a normal message at once (RocketMQ's broker
 does the same). Up to 40 days ahead (RocketMQ: 3 days on the broker, 1 day through the proxy).
@@ -29,16 +30,6 @@ from adapter.schedule.plan import hop_headers
 from adapter.schedule.recall import RecallHandle
 from adapter.schedule.timer import check_deliver_time, first_hop
 from adapter.wire import codec
-
-SECONDS_BELOW = 10**11
-"""A ``delivery_timestamp`` under this is in seconds."""
-
-
-def deliver_ms(delivery_timestamp: int) -> int:
-    """The deliver time in epoch milliseconds."""
-    if delivery_timestamp < SECONDS_BELOW:
-        return delivery_timestamp * 1000
-    return delivery_timestamp
 
 
 def timer_record(

@@ -33,7 +33,7 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def timer(topic: str, body: str, deliver_at_ms: int) -> Message:
+def timer(topic: str, body: str, deliver_at_ms: float) -> Message:
     message = Message()
     message.topic = topic
     message.body = body.encode()
@@ -71,6 +71,24 @@ def test_timers_a_second_ahead_arrive_on_time_never_early_with_their_deliver_tim
     )
     lateness = sorted(r.timestamp()[1] - int(header(r, prop.TIMER_DELIVER_MS)) for r in records)
     print(f"lateness ms: p50 {lateness[10]}, max {lateness[-1]}")
+
+
+def test_a_timer_given_as_float_seconds_or_milliseconds_is_delivered_at_its_time(
+    make_v5_producer: MakeV5Producer, system_topics: str, start_forwarder, new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    producer = make_v5_producer()
+    start_forwarder()
+    in_seconds = timer(topic, "float seconds", time.time() + 1.5)
+    in_ms = timer(topic, "float ms", time.time() * 1000 + 1500)
+    receipts = [producer.send(in_seconds), producer.send(in_ms)]
+
+    records = read_committed(system_topics, topic, 2, timeout=30)
+
+    assert sorted(r.value() for r in records) == [b"float ms", b"float seconds"]
+    assert_never_early(records)
+    for receipt in receipts:
+        RecallHandle.decode(str(receipt.recall_handle), topic)  # a handle that works
 
 
 def test_a_timer_a_minute_ahead_waits_the_minute_and_arrives_once(

@@ -119,6 +119,47 @@ def test_a_message_with_a_delivery_timestamp_is_a_delay_message() -> None:
     assert timed.type_for_send(transactional=False, max_body_size=MAX) is MessageType.DELAY
 
 
+@pytest.mark.parametrize(
+    ("given", "ms"),
+    [
+        (1_900_000_000, 1_900_000_000_000),  # seconds, as 5.x's example sends them
+        (1_900_000_000.0001, 1_900_000_000_001),  # time.time() + 10: never early, so rounded up
+        (1_900_000_000_123, 1_900_000_000_123),  # milliseconds
+        (1_900_000_000_123.25, 1_900_000_000_124),  # time.time() * 1000 + 3000
+    ],
+)
+def test_a_delivery_timestamp_becomes_whole_milliseconds_at_the_setter(
+    given: float, ms: int
+) -> None:
+    timed = order()
+    timed.delivery_timestamp = given
+    assert timed.delivery_timestamp == ms
+    assert type(timed.delivery_timestamp) is int
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (True, "not a bool"),
+        (False, "not a bool"),
+        (-1_900_000_000, "positive"),
+        (0, "positive"),
+        (float("nan"), "finite"),
+        (float("inf"), "finite"),
+        ("1900000000", "a number"),
+        (1_900_000_000_000_000, "microseconds or nanoseconds"),
+        (1.9e18, "microseconds or nanoseconds"),
+    ],
+)
+def test_a_delivery_timestamp_that_is_no_epoch_time_is_refused_at_the_setter(
+    given: object, why: str
+) -> None:
+    timed = order()
+    with pytest.raises(IllegalArgumentException, match=f"delivery_timestamp .*{why}"):
+        timed.delivery_timestamp = given  # type: ignore[assignment]
+    assert timed.delivery_timestamp is None, "nothing kept"
+
+
 def test_a_transactional_message_may_not_have_a_group() -> None:
     grouped = order()
     grouped.message_group = "g"
