@@ -37,7 +37,7 @@ from confluent_kafka import (
 )
 from confluent_kafka import Message as KafkaRecord
 
-from adapter import naming
+from adapter import naming, property_bytes
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import ConsumerConfig, MessageModel
 from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscription
@@ -347,6 +347,9 @@ class ConsumeLoop:
 
 def _received(lane: Lane, record: KafkaRecord) -> ReceivedMessage:
     ts_type, ts = record.timestamp()
+    headers: Any = record.headers()
+    if headers and naming.is_retry_topic(lane.subscription.topic):
+        headers = property_bytes.restored(headers)
     return ReceivedMessage(
         topic=lane.subscription.topic,
         kafka_topic=lane.topic,
@@ -355,7 +358,7 @@ def _received(lane: Lane, record: KafkaRecord) -> ReceivedMessage:
         queue_offset=record.offset(),  # type: ignore[arg-type]
         timestamp=ts,
         append_time=ts_type == TIMESTAMP_LOG_APPEND_TIME,
-        headers=record.headers(),  # type: ignore[arg-type]
+        headers=headers,
     )
 
 

@@ -10,10 +10,16 @@ queue, as RocketMQ creates them (``retryQueueNums`` = 1, ``DLQ_NUMS_PER_GROUP`` 
 
 ``send`` returns only once Kafka has acknowledged the copy, so the caller may then commit the
 original's offset; when it fails the caller falls back to consuming again locally, as
-RocketMQ's client does when its send-back request fails.
+RocketMQ's client does when its send-back request fails. That local retry counts as a
+reconsumption, so it ends in the dead-letter topic after as many deliveries as the retry topic
+allows. Any header bytes go back (a value that is not UTF-8 travels in base64, see
+:mod:`adapter.property_bytes`); a dead letter carries them as bytes, and ``rmq.dlq_reason``
+says why it is there.
 
 Known gaps: the copy's id is the original's ``UNIQ_KEY`` (RocketMQ keeps it too), so a
-message's id does not tell its deliveries apart; ``reconsume_times`` does.
+message's id does not tell its deliveries apart; ``reconsume_times`` does. A dead letter Kafka
+keeps refusing (larger than the dead-letter topic takes, say) is consumed again locally every
+5 s until Kafka takes it, holding its queue's commits meanwhile: it is never dropped.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from adapter.config import ConsumerConfig
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import ensure_single_queue_topic
-from adapter.message import ReceivedMessage
+from adapter.message import Delivery, ReceivedMessage
+from adapter.property_bytes import restored
 from adapter.schedule.envelope import delivered, sent_back
 from adapter.wire import codec
 
@@ -37,6 +44,28 @@ log = logging.getLogger("adapter.consumer")
 
 _SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 _NOT_ON_DEAD_LETTERS = (prop.REAL_TOPIC, prop.REAL_QUEUE_ID)
+_REFUSALS_KEPT = 10_000
+DLQ_REASON = "rmq.dlq_reason"
+"""The header of a dead letter that says why it was moved there (adapter extension)."""
+
+
+def dead_letter_record(
+    message: ReceivedMessage, dlq_topic: str, *, max_reconsume_times: int, reason: str
+) -> Delivery:
+    """The record of ``message`` for ``%DLQ%<group>``: the retry's record (``RETRY_TOPIC``,
+    ``ORIGIN_MESSAGE_ID``, ``RECONSUME_TIME`` + 1, ...) with every header as its bytes, and
+    ``rmq.dlq_reason`` saying why it is there."""
+    record = sent_back(
+        message, to_topic=dlq_topic, level=0, max_reconsume_times=max_reconsume_times
+    )
+    delivery = delivered(record)
+    headers = [
+        (name, value)
+        for name, value in restored(delivery.headers)
+        if name not in _NOT_ON_DEAD_LETTERS and value is not None
+    ]
+    headers.append((DLQ_REASON, reason.encode("utf-8", errors="backslashreplace")))
+    return Delivery(dlq_topic, 0, None, delivery.value, headers)
 
 
 class SendBack:
@@ -47,6 +76,8 @@ class SendBack:
         self._producer: Producer | None = None
         self._dlq_ready = False
         self._lock = threading.Lock()
+        self._refused: dict[tuple[str, int, int], str] = {}
+        """Why the last retry of a message being consumed again locally failed."""
 
     @property
     def retry_kafka_topic(self) -> str:
@@ -57,23 +88,35 @@ class SendBack:
         self._ensure(self.retry_kafka_topic)
 
     def send(self, message: ReceivedMessage) -> bool:
-        """Send a failed message back; True once Kafka acknowledged it."""
+        """Send a failed message back; True once Kafka acknowledged it. False to consume it
+        again locally: that counts as a reconsumption too, so a message whose retry Kafka keeps
+        refusing reaches the dead-letter topic after the same number of deliveries."""
+        key = (message.kafka_topic, message.queue_id, message.queue_offset)
         try:
             producer = self._client()
             if message.reconsume_times >= self._config.max_reconsume_times:
-                self._send_dead_letter(producer, message)
+                why = f"failed {message.reconsume_times + 1} deliveries (max reconsume times "
+                why += f"{self._config.max_reconsume_times})"
+                refused = self._refused.pop(key, None)
+                if refused is not None:
+                    why += f"; its last retry could not be sent: {refused}"
+                self._send_dead_letter(producer, message, why)
             else:
                 self._send_retry(producer, message)
+                self._refused.pop(key, None)
             return True
         except (AdapterError, KafkaException) as exc:
+            self._refused[key] = str(exc)
+            while len(self._refused) > _REFUSALS_KEPT:
+                self._refused.pop(next(iter(self._refused)))
             log.warning("send-back of %s failed (%s); consuming it again locally", message.id, exc)
             return False
 
-    def dead_letter(self, message: ReceivedMessage) -> None:
-        """Move ``message`` to ``%DLQ%<group>`` now, returning once Kafka acknowledged it;
-        raises ``AdapterError`` or ``KafkaException`` otherwise (the 5.x ``SimpleConsumer``
-        decides itself when a message has had its attempts)."""
-        self._send_dead_letter(self._client(), message)
+    def dead_letter(self, message: ReceivedMessage, reason: str) -> None:
+        """Move ``message`` to ``%DLQ%<group>`` now, with ``reason``, returning once Kafka
+        acknowledged it; raises ``AdapterError`` or ``KafkaException`` otherwise (the 5.x
+        ``SimpleConsumer`` decides itself when a message has had its attempts)."""
+        self._send_dead_letter(self._client(), message, reason)
 
     def close(self) -> None:
         producer, self._producer = self._producer, None
@@ -104,34 +147,27 @@ class SendBack:
             headers=headers,
         )
 
-    def _send_dead_letter(self, producer: Producer, message: ReceivedMessage) -> None:
+    def _send_dead_letter(self, producer: Producer, message: ReceivedMessage, why: str) -> None:
         topic = naming.kafka_topic(self._dlq_topic)
         if not self._dlq_ready:
             self._ensure(topic)
             self._dlq_ready = True
-        record = sent_back(
+        record = dead_letter_record(
             message,
-            to_topic=self._dlq_topic,
-            level=0,
+            self._dlq_topic,
             max_reconsume_times=self._config.max_reconsume_times,
+            reason=why,
         )
-        delivery = delivered(record)
-        headers = [(k, v) for k, v in delivery.headers if k not in _NOT_ON_DEAD_LETTERS]
         io.produce_and_ack(
             producer,
             topic,
-            delivery.value,
+            record.value,
             timeout_s=self._timeout_s(),
             what=f"the dead letter {message.id}",
             partition=0,
-            headers=headers,
+            headers=record.headers,
         )
-        log.warning(
-            "message %s failed %d times; moved to %s",
-            message.id,
-            message.reconsume_times + 1,
-            self._dlq_topic,
-        )
+        log.warning("message %s moved to %s: %s", message.id, self._dlq_topic, why)
 
     def _client(self) -> Producer:
         with self._lock:

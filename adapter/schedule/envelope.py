@@ -11,12 +11,14 @@ Reproduces three RocketMQ steps:
   is dropped, ``UNIQ_KEY`` is kept (a retried message keeps its id, as in RocketMQ), and
   ``REAL_TOPIC`` / ``REAL_QID`` stay on the delivered message as properties.
 
-Known gaps: property values must be UTF-8 text (Avro strings); RocketMQ stores any bytes.
+Known gaps: a delayed message's property values must be UTF-8 text (Avro strings); RocketMQ
+stores any bytes. A send-back carries other bytes reversibly (:mod:`adapter.property_bytes`).
 """
 
 from __future__ import annotations
 
 from adapter import properties as prop
+from adapter import property_bytes
 from adapter.message import Delivery, Message, ReceivedMessage, text_property
 from adapter.wire.records import ScheduledMessage
 
@@ -57,27 +59,39 @@ def scheduled(
 def sent_back(
     message: ReceivedMessage, *, to_topic: str, level: int, max_reconsume_times: int
 ) -> ScheduledMessage:
-    """A failed message's copy for ``%RETRY%<group>`` (or, with level 0, ``%DLQ%<group>``)."""
+    """A failed message's copy for ``%RETRY%<group>`` (or, with level 0, ``%DLQ%<group>``).
+
+    Any header bytes go back: a value that is not UTF-8 (a foreign writer's; the record holds
+    text) travels as ``rmq.bytes.<name>`` in base64, which the consumer restores
+    (:mod:`adapter.property_bytes`)."""
     props = message.properties
-    properties = {
-        name: _text(value, name) for name, value in props.items() if name not in _NOT_SENT_BACK
-    }
+    properties = dict(
+        property_bytes.as_text(name, value)
+        for name, value in props.items()
+        if name not in _NOT_SENT_BACK
+    )
+    fields: dict[str, str | None] = {}
+    for name in (prop.UNIQ_KEY, prop.TAGS, prop.KEYS):
+        raw = props.get(name)
+        carried, text = property_bytes.as_text(name, raw) if raw else (name, None)
+        if carried != name:
+            properties[carried], text = text or "", None
+        fields[name] = text
     properties.setdefault(prop.RETRY_TOPIC, message.topic)
     properties.setdefault(prop.ORIGIN_MESSAGE_ID, message.id)
     properties[prop.MAX_RECONSUME_TIMES] = str(max_reconsume_times)
     properties[prop.BORN_TIMESTAMP] = str(message.born_timestamp)
-    tags, keys = props.get(prop.TAGS), props.get(prop.KEYS)
     return ScheduledMessage(
         level=level,
         topic=to_topic,
         queue_id=-1,
         key=None,
-        tags=_text(tags, prop.TAGS) if tags else None,
-        keys=_text(keys, prop.KEYS) if keys else None,
+        tags=fields[prop.TAGS],
+        keys=fields[prop.KEYS],
         properties=properties,
         body=message.body,
         born_timestamp=message.born_timestamp,
-        unique_key=message.id,
+        unique_key=fields[prop.UNIQ_KEY] or message.id,
         reconsume_times=message.reconsume_times + 1,
     )
 

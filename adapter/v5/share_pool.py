@@ -15,8 +15,8 @@ pool opens another member (up to ``max_consumers``) while the others hold record
 
 Known gaps: a member that joins the group gets its first records a few seconds after it
 subscribes (the share group's assignment); a dead letter Kafka refuses is tried again every
-half second, and is lost to the broker's delivery count limit if Kafka refuses it until the
-lock ends (logged as an error each time).
+half second until its lock ends (logged as an error each time); Kafka then hands it out once
+more, and archives it past the group's delivery count limit if it is refused until then.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from adapter.v5.exception import (
     NotFoundException,
     translate,
 )
-from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, InvisibilityBook, Lease
+from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, MARGIN_S, InvisibilityBook, Lease
 from adapter.v5.message import Message
 from adapter.v5.share_group import ACCEPT, RELEASE, Member
 
@@ -119,7 +119,8 @@ class SharePool:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._members: dict[int, Member] = {}
-        self._dead: dict[int, list[Fetched]] = {}
+        self._dead: dict[int, list[tuple[Fetched, float]]] = {}
+        """Records to move to the dead-letter topic, by member, with the end of their lock."""
         self._stopping = threading.Event()
         self._closing = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name=f"reap-{group}", daemon=True)
@@ -245,7 +246,8 @@ class SharePool:
         with self._lock:
             self.book.fetched(member.index, keep, locked_since)
             if dead:
-                self._dead[member.index] = dead
+                lock_until = locked_since + self.book.lock_s - MARGIN_S
+                self._dead[member.index] = [(fetched, lock_until) for fetched in dead]
         if dead:
             self._dead_letters(member)
         if settle:
@@ -253,29 +255,36 @@ class SharePool:
 
     def _dead_letters(self, member: Member) -> None:
         """Copy the member's over-the-limit records to ``%DLQ%<group>``, then accept them; one
-        Kafka refuses stays held (the member polls no more) and is tried again by the reaper.
-        The caller has marked the member as polling, so no one else works on it."""
+        Kafka refuses stays held (the member polls no more) and is tried again by the reaper,
+        until its lock ends: Kafka then hands it out again (the spare delivery). The caller
+        has marked the member as polling, so no one else works on it."""
         with self._lock:
             dead = list(self._dead.get(member.index, []))
         done = []
-        for fetched in dead:
+        for fetched, lock_until in dead:
             try:
-                self._send_back.dead_letter(fetched.received)
+                self._send_back.dead_letter(
+                    fetched.received,
+                    f"delivered {fetched.attempt - 1} times without an ack "
+                    f"(max attempts {self._max_attempts})",
+                )
             except (AdapterError, KafkaException, IllegalStateException) as exc:
+                if self._clock.monotonic() < lock_until:
+                    log.error(
+                        "group %s: could not move %s to the dead-letter topic (%s); trying "
+                        "again", self._group, fetched.received.id, exc,
+                    )  # fmt: skip
+                    continue
                 log.error(
-                    "group %s: could not move %s to the dead-letter topic (%s); trying again",
-                    self._group, fetched.received.id, exc,
+                    "group %s: could not move %s to the dead-letter topic before Kafka's lock "
+                    "on it ended (%s); Kafka delivers it again, or archives it past the "
+                    "group's delivery count limit", self._group, fetched.received.id, exc,
                 )  # fmt: skip
-                continue
-            member.settle([(fetched.record, ACCEPT)], self._timeout_s)
+            else:
+                member.settle([(fetched.record, ACCEPT)], self._timeout_s)
             done.append(fetched)
-            log.warning(
-                "group %s: message %s delivered %d times; moved to %s",
-                self._group, fetched.received.id, fetched.attempt - 1,
-                naming.dlq_topic(self._group), extra={"group": self._group},
-            )  # fmt: skip
         with self._lock:
-            left = [f for f in self._dead.pop(member.index, []) if f not in done]
+            left = [d for d in self._dead.pop(member.index, []) if d[0] not in done]
             if left:
                 self._dead[member.index] = left
 

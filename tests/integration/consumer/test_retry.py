@@ -23,6 +23,7 @@ from tests.support import (
     committed_offsets,
     create_topic,
     init_system_topics,
+    read_committed,
     send,
     unique,
     wait_until,
@@ -31,6 +32,7 @@ from tests.support import (
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
 SHORT = "1s 1s 1s 2s"
+SPRING = "kafka_dlt-original-offset"
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +128,50 @@ def test_a_message_that_keeps_failing_goes_to_the_dead_letter_topic(
     assert headers[prop.KEYS] == b"order-7"
     assert headers["color"] == b"red"
     assert prop.DELAY not in headers
+
+
+def test_a_message_with_binary_headers_that_keeps_failing_reaches_the_dlq_with_its_bytes(
+    short_kafka: Broker, forwarder, make_consumer, new_group
+) -> None:
+    """Spring writes ``kafka_dlt-original-offset`` as eight bytes: such a message is retried
+    through the retry topic like any other (its headers read back byte for byte), reaches the
+    dead-letter topic with them as bytes and the reason, and its queue's commits move on."""
+    topic = topic_on(short_kafka)
+    group = new_group()
+    spring = b"\x00\x00\x00\x00\x00\x00\x01\x2c"
+    seen: list[tuple[int, bytes, bytes]] = []
+
+    def callback(message):  # type: ignore[no-untyped-def]
+        if message.body != b"binary":
+            return ConsumeStatus.CONSUME_SUCCESS
+        seen.append((message.reconsume_times, message.get_property(SPRING), message.tags))
+        return ConsumeStatus.RECONSUME_LATER
+
+    make_consumer(group, topic, callback, bootstrap=short_kafka.bootstrap, max_reconsume_times=1)
+    raw = clients.producer({"bootstrap.servers": short_kafka.bootstrap})
+    headers = [(prop.UNIQ_KEY, b"BIN-1"), (SPRING, spring), (prop.TAGS, b"Tag\xfe")]
+    raw.produce(naming.kafka_topic(topic), b"binary", partition=0, headers=headers)
+    raw.produce(naming.kafka_topic(topic), b"after it", partition=0)
+    assert raw.flush(30) == 0
+
+    dlq = naming.dlq_topic(group)
+    [record] = wait_until(
+        lambda: read_committed(short_kafka.bootstrap, dlq, 1, timeout=2),
+        timeout=60,
+        what="the dead letter",
+    )
+
+    assert seen == [(0, spring, b"Tag\xfe"), (1, spring, b"Tag\xfe")], "two deliveries"
+    dead = dict(record.headers())
+    assert record.value() == b"binary"
+    assert (dead[SPRING], dead[prop.TAGS], dead[prop.UNIQ_KEY]) == (spring, b"Tag\xfe", b"BIN-1")
+    assert dead[prop.RECONSUME_TIME] == b"2"
+    assert dead["rmq.dlq_reason"] == b"failed 2 deliveries (max reconsume times 1)"
+    wait_until(
+        lambda: committed_offsets(short_kafka.bootstrap, group, topic, 2)[0] == 2,
+        timeout=10,
+        what="the queue committed past both records",
+    )
 
 
 def test_a_level_above_the_highest_is_delivered_at_the_highest(

@@ -252,6 +252,28 @@ def test_a_message_past_the_groups_max_attempts_goes_to_the_dead_letter_topic(
     assert headers["RECONSUME_TIME"] == "2"
 
 
+def test_a_message_with_binary_headers_past_its_max_attempts_reaches_the_dlq_with_its_bytes(
+    make_simple_consumer: MakeSimpleConsumer, new_topic, new_group, system_topics: str
+) -> None:
+    topic, group = new_topic(1), new_group()
+    spring = b"\x00\x00\x00\x00\x00\x00\x01\x2c"
+    raw = clients.producer({"bootstrap.servers": system_topics})
+    headers = [("UNIQ_KEY", b"BIN-5"), ("kafka_dlt-original-offset", spring), ("TAGS", b"\xfe")]
+    raw.produce(naming.kafka_topic(topic), b"binary", headers=headers)
+    assert raw.flush(30) == 0
+    consumer = make_simple_consumer(group, {topic: EVERYTHING}, max_attempts=1)
+
+    got = receive_one(consumer, invisible_s=5)
+    consumer.change_invisible_duration(got, 0)  # fails: back at once, past its one attempt
+    assert consumer.receive(1, 5) == []
+
+    [dead] = read_committed(system_topics, naming.dlq_topic(group), expected=1, timeout=20)
+    kept = dict(dead.headers() or [])
+    assert dead.value() == b"binary"
+    assert (kept["kafka_dlt-original-offset"], kept["TAGS"]) == (spring, b"\xfe")
+    assert kept["rmq.dlq_reason"] == b"delivered 1 times without an ack (max attempts 1)"
+
+
 def test_shutdown_waits_for_a_held_message_which_can_still_be_acked(
     make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
 ) -> None:
