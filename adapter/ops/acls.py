@@ -41,7 +41,7 @@ RECALLS = naming.kafka_topic(naming.TIMER_RECALL_TOPIC)
 CHECK_PREFIX = naming.kafka_topic(naming.CHECK_PREFIX)
 RETRY_PREFIX = naming.kafka_topic(naming.RETRY_PREFIX)
 
-READ, WRITE, CREATE = "READ", "WRITE", "CREATE"
+READ, WRITE, CREATE, DESCRIBE_CONFIGS = "READ", "WRITE", "CREATE", "DESCRIBE_CONFIGS"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,13 @@ def grants(
         Grant(worker, "topic", HALF, (READ, WRITE), why="half messages; resume"),
         Grant(worker, "topic", END, (READ, WRITE), why="decisions; read marks"),
         Grant(worker, "topic", OP, (READ, WRITE), why="op records"),
-        Grant(worker, "topic", SCHEDULE, (READ, WRITE), why="delayed messages; timer hops"),
+        Grant(
+            worker,
+            "topic",
+            SCHEDULE,
+            (READ, WRITE, DESCRIBE_CONFIGS),
+            why="delayed messages; timer hops; its stamp type",
+        ),
         Grant(worker, "topic", RECALLS, (READ, WRITE), why="recalls; delivery markers"),
         Grant(worker, "topic", POISON, (READ, WRITE), why="parked records"),
         Grant(worker, "topic", DISCARDED, (READ, WRITE), why="discarded transactions"),

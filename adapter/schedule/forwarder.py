@@ -43,7 +43,6 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
-from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
@@ -53,8 +52,8 @@ from adapter.kafka.io import caught_up, fetch
 from adapter.kafka.rereads import Rereads
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker
-from adapter.schedule import recall, timer
-from adapter.schedule.due import level_due_ms
+from adapter.schedule import intake, recall
+from adapter.schedule.broker_clock import AheadWatch, require_broker_stamps
 from adapter.schedule.head_of_line import Entry, HeadOfLine
 from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
@@ -103,12 +102,14 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._lookup = schemas.lookup_for(self.config.kafka)
         self._failed: list[tuple[Held, KafkaError]] = []
         self._next_backlog_update = 0.0
+        self._ahead = AheadWatch(self.metrics.broker_clock_ahead, log, self.clock.monotonic)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
         io.require_visible(self.config.kafka.librdkafka({}), [SCHEDULE, RECALLS], "READ", 10.0)
         check_schedule_partitions(self.topics, self.config.levels)
+        require_broker_stamps(self.config.kafka.librdkafka({}), 10.0, log)
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         consumer = clients.consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP))
         consumer.subscribe(
@@ -176,24 +177,17 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         if self._heads.read_already(partition, offset):
             self._rereads.note(self._where(partition), offset)
             return
-        headers: dict[str, Any] = dict(record.headers() or ())
         value = record.value() or b""
-        if timer.DELIVER_HEADER not in headers:  # a delayed message of a level
-            _, store_ms = record.timestamp()
-            due = level_due_ms(store_ms, self._hops.delay_ms(partition), now)
-            self._heads.push(Entry(partition, offset, due, Parked(value), _held(value)))
-            return
         try:
-            deliver_ms = int(headers[timer.DELIVER_HEADER])
-            hop_due = int(headers[timer.HOP_DUE_HEADER])
-            message_id = headers[prop.UNIQ_KEY].decode()
-        except (KeyError, ValueError, UnicodeDecodeError) as exc:
-            self._doomed[(partition, offset)] = f"corrupt: timer headers ({exc!r})"
-            self._heads.push(Entry(partition, offset, now, Parked(value), _held(value)))
-            return
-        due = timer.hop_due_ms(hop_due, now, partition, self._hops)
-        parked = Parked(value, message_id, deliver_ms)
-        self._heads.push(Entry(partition, offset, due, parked, _held(value)))
+            read = intake.read_record(
+                partition, record.headers(), value, record.timestamp(), now, self._hops
+            )
+        except Exception as exc:  # noqa: BLE001 - no record may stop the forwarder: it is parked
+            read = intake.unreadable(value, now, exc)
+        if read.reason is not None:
+            self._doomed[(partition, offset)] = read.reason
+        self._ahead.saw(self._hops.label(partition), read.ahead_ms)
+        self._heads.push(Entry(partition, offset, read.due_ms, read.item, _held(value)))
 
     def _update_pauses(self) -> None:
         """Pause each level that holds enough waiting records; resume it once its head is due

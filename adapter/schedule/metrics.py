@@ -38,6 +38,13 @@ class ForwarderMetrics:
             "Deliveries refused by a real topic and retried with back-off.",
             "level",
         )
+        self.broker_clock_ahead = per(
+            Gauge,
+            "rmq_schedule_broker_clock_ahead_seconds",
+            "How far the store time of the latest record read lay ahead of the forwarder's "
+            "clock (a clock skew between the broker and the forwarder).",
+            "level",
+        )
         self.hops = Counter(
             "rmq_schedule_timer_hops", "Timer records moved to their next hop.", registry=registry
         )

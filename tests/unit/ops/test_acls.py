@@ -51,7 +51,9 @@ def test_only_workers_write_op_and_deliver_to_real_and_retry_topics() -> None:
     assert "WRITE" in allowed(WORKER, "topic", OP)
     assert "WRITE" in allowed(WORKER, "topic", "Orders")
     assert "WRITE" in allowed(WORKER, "topic", naming.kafka_topic(naming.retry_topic("GID")))
-    assert allowed(WORKER, "topic", SCHEDULE) == {"READ", "WRITE"}, "timers hop on"
+    assert allowed(WORKER, "topic", SCHEDULE) == {"READ", "WRITE", "DESCRIBE_CONFIGS"}, (
+        "timers hop on; the forwarder checks the stamp type at start"
+    )
 
 
 def test_applications_and_workers_both_read_and_write_the_recall_topic() -> None:

@@ -1,0 +1,133 @@
+"""How the forwarder reads one SCHEDULE record: when it is due, and what it holds (pure).
+
+Reproduces the read side of ``ScheduleMessageService``: a record of a level is due at its
+store time + the level's delay (:mod:`adapter.schedule.due`); a timer record (RocketMQ 5's
+``delivery_timestamp``, headers ``TIMER_DELIVER_MS``, ``rmq.hop_due``, ``UNIQ_KEY``) at the end
+of its hop (:mod:`adapter.schedule.timer`). Beyond RocketMQ, any application that may write
+SCHEDULE can write any headers there, so nothing in them is trusted:
+
+- the store time is the broker's LogAppendTime only; a record stamped otherwise (a SCHEDULE
+  topic made by hand with CreateTime, whose stamp the writer chooses) counts its delay from
+  the moment it is read, so no client-chosen time makes it due early;
+- timer headers that are null, repeated with two values, not numbers, not UTF-8, or a deliver
+  time more than :data:`FAR_AHEAD_MS` away (it would hop every 2 h for ever) make the record
+  parked with the reason, like any other record that can never be delivered.
+
+Known gaps: none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+
+from adapter import properties as prop
+from adapter.hops import HopTable
+from adapter.schedule import timer
+from adapter.schedule.due import level_due_ms
+from adapter.schedule.plan import Parked
+
+HeaderValue = str | bytes | None
+Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None
+
+_MS = re.compile(r"-?[0-9]{1,18}")
+
+FAR_AHEAD_MS = timer.MAX_TIMER_MS + 86_400_000
+"""The farthest a timer's deliver time may lie ahead when read: the 40 days a producer
+allows, and a day for the clocks of producers and forwarders to disagree."""
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A record read: when it is due, what is held until then, and why it is parked (when)."""
+
+    due_ms: int
+    item: Parked
+    reason: str | None = None
+    """Set: the record can never be delivered, and is parked when due (at once)."""
+    ahead_ms: int = 0
+    """How far the broker's store stamp lay ahead of the forwarder's clock."""
+
+
+class _Unreadable(ValueError):
+    """A header of the record is not what the adapter writes."""
+
+
+def read_record(
+    partition: int,
+    headers: Headers,
+    value: bytes,
+    timestamp: tuple[int, int],
+    now_ms: int,
+    hops: HopTable,
+) -> Read:
+    """The record at ``partition`` with ``headers``, ``value`` and ``timestamp`` (confluent's
+    ``(type, ms)``), read at ``now_ms`` on the forwarder's clock."""
+    kind, stamp = timestamp
+    store_ms = stamp if kind == TIMESTAMP_LOG_APPEND_TIME else now_ms
+    ahead = max(0, store_ms - now_ms)
+    try:
+        fields = _timer_fields(headers)
+    except _Unreadable as exc:
+        return Read(now_ms, Parked(value), f"corrupt: timer headers ({exc})", ahead)
+    if fields is None:  # a delayed message of a level
+        due = level_due_ms(store_ms, hops.delay_ms(partition), now_ms)
+        return Read(due, Parked(value), None, ahead)
+    deliver_ms, hop_due, message_id = fields
+    if deliver_ms - now_ms > FAR_AHEAD_MS:
+        days = (deliver_ms - now_ms) / 86_400_000
+        why = f"corrupt: timer deliver time {deliver_ms} is {days:.0f} days ahead"
+        return Read(now_ms, Parked(value), f"{why}; at most {FAR_AHEAD_MS // 86_400_000}", ahead)
+    due = timer.hop_due_ms(hop_due, now_ms, partition, hops)
+    return Read(due, Parked(value, message_id, deliver_ms), None, ahead)
+
+
+def unreadable(value: bytes, now_ms: int, exc: BaseException) -> Read:
+    """A record whose reading failed unexpectedly: parked at once with the cause."""
+    return Read(now_ms, Parked(value), f"corrupt: unreadable ({type(exc).__name__}: {exc})")
+
+
+def _timer_fields(headers: Headers) -> tuple[int, int, str] | None:
+    """A timer's deliver time, hop end and id; None for a record with no timer header."""
+    found: dict[str, HeaderValue] = {}
+    pairs = headers.items() if isinstance(headers, Mapping) else headers or ()
+    for key, value in pairs:
+        if key in found and found[key] != value:
+            raise _Unreadable(f"{key} given twice")
+        found[key] = value
+    if timer.DELIVER_HEADER not in found:
+        return None
+    deliver = _number(found, timer.DELIVER_HEADER)
+    hop_due = _number(found, timer.HOP_DUE_HEADER)
+    return deliver, hop_due, _text(found, prop.UNIQ_KEY)
+
+
+def _raw(found: dict[str, HeaderValue], name: str) -> bytes:
+    if name not in found:
+        raise _Unreadable(f"{name} missing")
+    value = found[name]
+    if value is None:
+        raise _Unreadable(f"{name} is null")
+    return value.encode() if isinstance(value, str) else value
+
+
+def _number(found: dict[str, HeaderValue], name: str) -> int:
+    raw = _raw(found, name)
+    text = raw.decode("ascii", "replace").strip()
+    if not _MS.fullmatch(text):
+        raise _Unreadable(f"{name} is not a time in ms: {raw[:40]!r}")
+    return int(text)
+
+
+def _text(found: dict[str, HeaderValue], name: str) -> str:
+    raw = _raw(found, name)
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise _Unreadable(f"{name} is not UTF-8: {raw[:40]!r}") from None
+    if not text:
+        raise _Unreadable(f"{name} is empty")
+    return text
