@@ -178,6 +178,8 @@ def plan_batch(
                 topic = naming.sendable_kafka_topic(delivery.topic)
             except AdapterError as exc:
                 reason, delivery = exc.reason, None
+            except Exception as exc:  # noqa: BLE001 - one record never stops the forwarder
+                reason, delivery = f"corrupt: {type(exc).__name__}: {exc}", None
         if delivery is None:
             headers = parked_headers(reason or "", SCHEDULE, entry.partition, entry.offset)
             batch.sends.append(Send(entry, "park", POISON, item.value, headers, reason=reason))
