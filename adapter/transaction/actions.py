@@ -30,6 +30,10 @@ class Commit(Generic[P]):
     pending: Pending[P]
     end: EndTransaction
     delivered: bool = False
+    copies: tuple[int, ...] = ()
+    """Offsets of copies of the half message (one send stored twice) that the decision named
+    before they were read: each gets an OP record of the same kind, so that they are known as
+    decided when read, even by a successor after a crash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,8 @@ class Rollback(Generic[P]):
 
     pending: Pending[P]
     end: EndTransaction
+    copies: tuple[int, ...] = ()
+    """As :attr:`Commit.copies`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,8 +51,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
-from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from adapter import naming
@@ -65,6 +65,7 @@ from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.transaction.effects import Effects
 from adapter.transaction.envelope import DELIVERED_HEADER, MARK_HEADER
 from adapter.transaction.metrics import CoordinatorMetrics
+from adapter.transaction.read_mark import MARK_GIVE_UP_MS
 from adapter.transaction.state import PartitionState, Pending, half_info
 from adapter.transaction.turn import Turn
 from adapter.wire.records import EndTransaction, HalfMessage, OpRecord
@@ -74,6 +75,7 @@ log = logging.getLogger("adapter.transactions")
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
+HALF_END_TIMEOUT_S = 2.0
 
 
 class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
@@ -91,10 +93,6 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self._admin: AdminClient | None = None
         self.effects = Effects(self.tx, self.topics, lambda: self._admin, self.clock)
         self._dirty: set[int] = set()
-        self._mark_read_ms: dict[int, int] = {}
-        """Per partition, the time of the last read mark read back from END."""
-        self._mark_asked_ms: dict[int, int] = {}
-        """Per partition, the time of the last read mark written by this worker."""
         self._to_restore: set[int] = set()
         """Owned partitions whose state is to be rebuilt from Kafka."""
         self._next_position_commit = 0.0
@@ -134,9 +132,9 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             turn.touched.update(record.partition() or 0 for record, _ in self._replay_poison)
             self._replay_poison = []
             wait_ms = self.config.max_wait_ms
-            due = [d for d in (s.next_due_ms() for s in self._states.values()) if d is not None]
-            if due:
-                wait_ms = max(0, min(wait_ms, min(due) - self.clock.now_ms()))
+            wake = [w for w in (s.wake_ms() for s in self._states.values()) if w is not None]
+            if wake:
+                wait_ms = max(0, min(wait_ms, min(wake) - self.clock.now_ms()))
             if turn.opened_s is not None:
                 left_s = turn.opened_s + linger_s - self.clock.monotonic()
                 wait_ms = max(0, min(wait_ms, int(left_s * 1000)))
@@ -177,24 +175,42 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         now = self.clock.now_ms()
         room = self.config.max_batch
         for partition, state in self._states.items():
-            read_to = self._mark_read_ms.get(partition, -1)
-            due = state.next_due_ms()
-            if (
-                due is not None
-                and due <= now
-                and read_to < due
-                and self._mark_asked_ms.get(partition, -1) < due
-            ):
-                turn.marks.append((partition, now))
-                self._mark_asked_ms[partition] = now
+            self._ask_for_mark(partition, state, turn, now)
+            read_to = state.mark.read_to_ms
             for action in state.due(now, max(0, room - len(turn.actions)), read_to):
                 turn.actions.append((partition, action))
                 turn.touched.add(partition)
-            half_end = self._half_end(partition)
-            expired = [] if half_end is None else state.expire_waiting(now, half_end)
-            if expired:
-                turn.actions.extend((partition, a) for a in expired)
-                turn.touched.add(partition)
+            if state.waiting_overdue(now):
+                half_end = self._half_end(partition)
+                expired = [] if half_end is None else state.expire_waiting(now, half_end)
+                if expired:
+                    turn.actions.extend((partition, a) for a in expired)
+                    turn.touched.add(partition)
+
+    def _ask_for_mark(
+        self, partition: int, state: PartitionState[bytes], turn: Turn, now: int
+    ) -> None:
+        """Write a read mark to END when a check is due and none was read back past its due
+        time; again each few seconds while none comes back (logged and counted); and fail
+        the turn when none came back for a minute: the consumer is not fetching, and the
+        failed turn reads the partitions again (replacing the consumer if it goes on)."""
+        mark = state.mark
+        reasks = mark.reasks
+        if mark.wanted(state.next_due_ms(), now):
+            turn.marks.append((partition, now))
+        if mark.reasks > reasks:
+            self.metrics.mark_reasks.inc()
+            log.warning(
+                "no read mark came back from END partition %d for %.1f s (a transaction held "
+                "open on it, or a consumer that stopped fetching); checks there wait; asking again",
+                partition,
+                mark.waiting_ms(now) / 1000,
+            )
+        if mark.waiting_ms(now) >= MARK_GIVE_UP_MS:
+            raise AdapterError(
+                f"no read mark came back from END partition {partition} within "
+                f"{MARK_GIVE_UP_MS / 1000:g} s; reading the owned partitions again"
+            )
 
     def _accept(self, record: KafkaRecord, turn: Turn) -> None:
         if not self.usable(record):
@@ -232,9 +248,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
                     )
         elif _has_header(record, MARK_HEADER):
             state.skip_end(offset)
-            self._mark_read_ms[partition] = max(
-                self._mark_read_ms.get(partition, -1), record.timestamp()[1]
-            )
+            state.mark.read(record.timestamp()[1])
             return
         else:
             try:
@@ -289,16 +303,21 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self._turn = Turn()
         self._replay_poison.clear()
         self._to_restore.update(self._states)
-        self._states.clear()
+        self._states.clear()  # with them their read marks: a rebuilt state asks anew
         self._dirty.clear()
-        self._mark_asked_ms.clear()
 
     # -- helpers ----------------------------------------------------------------------------
 
     def _half_end(self, partition: int) -> int | None:
-        _, high = self.consumer().get_watermark_offsets(
-            TopicPartition(HALF, partition), cached=True
-        )
+        """HALF's end now, asked of its leader (a cached end lags behind a leader change: an
+        END would be refused for a half message the new leader has); None when unknown."""
+        try:
+            _, high = self.consumer().get_watermark_offsets(
+                TopicPartition(HALF, partition), timeout=HALF_END_TIMEOUT_S, cached=False
+            )
+        except KafkaException as exc:
+            log.info("HALF partition %d's end is unknown now (%s); ENDs wait", partition, exc)
+            return None
         return int(high) if high is not None and high >= 0 else None
 
     # -- group membership and recovery ------------------------------------------------------
@@ -392,15 +411,16 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
 
     def _forget(self, partitions: list[TopicPartition], how: str) -> None:
         gone = sorted({tp.partition for tp in partitions if tp.topic == HALF})
-        turn = self._turn
-        # Their next owner decides them again from the last commit.
-        turn.actions = [(p, action) for p, action in turn.actions if p not in gone]
+        # Their next owner decides them again from the last commit, and parks again what
+        # it cannot read.
+        self._turn.drop(gone)
+        self._replay_poison = [
+            (r, why) for r, why in self._replay_poison if r.partition() not in gone
+        ]
         for p in gone:
             self._states.pop(p, None)
             self._known.pop(p, None)
             self._to_restore.discard(p)
-            self._mark_read_ms.pop(p, None)
-            self._mark_asked_ms.pop(p, None)
         if gone:
             log.info("%s partitions %s", how, gone)
 

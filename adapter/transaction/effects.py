@@ -69,23 +69,11 @@ class Effects:
 
     def apply(self, partition: int, action: Action[bytes]) -> None:
         now = self.clock.now_ms()
-        if isinstance(action, Commit) and action.delivered:
-            self._op(partition, action.pending, OpKind.COMMIT, now)
-        elif isinstance(action, Commit):
-            half = codec.decode_as(HalfMessage, action.pending.payload, canonical=False)
-            delivery = committed_delivery(half, check_times=action.pending.check_times)
-            topic = naming.kafka_topic(delivery.topic)
-            count = self.topics.count(topic)
-            if not count:
-                self.discard(partition, action.pending, f"real topic {delivery.topic!r} is missing")
-                return
-            partition_kw = (
-                {"partition": delivery.queue_id} if 0 <= delivery.queue_id < count else {}
-            )
-            self.tx.produce(topic, delivery.value, headers=delivery.headers, **partition_kw)
-            self._op(partition, action.pending, OpKind.COMMIT, now)
-        elif isinstance(action, Rollback):
-            self._op(partition, action.pending, OpKind.ROLLBACK, now)
+        if isinstance(action, (Commit, Rollback)):
+            kind = self._end(partition, action, now)
+            why = f"a copy of half offset {action.pending.offset} (one send stored twice)"
+            for copy in action.copies:
+                self._op(partition, action.pending, kind, now, why, at=copy)
         elif isinstance(action, Check):
             pending = action.pending
             half = codec.decode_as(HalfMessage, pending.payload, canonical=False)
@@ -104,6 +92,26 @@ class Effects:
         elif isinstance(action, Refuse):
             self.park_refused(partition, action)
         # A Duplicate changes nothing in Kafka; it is logged and counted.
+
+    def _end(self, partition: int, action: Commit[bytes] | Rollback[bytes], now: int) -> OpKind:
+        """Apply a decision; the kind of OP record it wrote."""
+        if isinstance(action, Rollback):
+            self._op(partition, action.pending, OpKind.ROLLBACK, now)
+            return OpKind.ROLLBACK
+        if not action.delivered:
+            half = codec.decode_as(HalfMessage, action.pending.payload, canonical=False)
+            delivery = committed_delivery(half, check_times=action.pending.check_times)
+            topic = naming.kafka_topic(delivery.topic)
+            count = self.topics.count(topic)
+            if not count:
+                self.discard(partition, action.pending, f"real topic {delivery.topic!r} is missing")
+                return OpKind.DISCARD
+            partition_kw = (
+                {"partition": delivery.queue_id} if 0 <= delivery.queue_id < count else {}
+            )
+            self.tx.produce(topic, delivery.value, headers=delivery.headers, **partition_kw)
+        self._op(partition, action.pending, OpKind.COMMIT, now)
+        return OpKind.COMMIT
 
     def discard(self, partition: int, pending: Pending[bytes], why: str) -> None:
         headers = [
@@ -160,11 +168,14 @@ class Effects:
         kind: OpKind,
         now: int,
         reason: str | None = None,
+        *,
+        at: int | None = None,
     ) -> None:
+        """The OP record of ``pending`` (of its copy at offset ``at``, if given)."""
         record = OpRecord(
             transaction_id=pending.info.transaction_id,
             half_partition=partition,
-            half_offset=pending.offset,
+            half_offset=pending.offset if at is None else at,
             kind=kind,
             check_times=pending.check_times,
             producer_group=pending.info.producer_group,

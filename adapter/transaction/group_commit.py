@@ -22,6 +22,8 @@ Why it stays exactly once:
   later answer is a duplicate that delivers nothing;
 - before checking, the coordinator also reads back a mark it wrote to END at the due time; an
   open transaction holds that back, so it does not even ask while a decision is in flight;
+- a decision with less than ``MIN_TIME_LEFT_MS`` of its window left (a slow local
+  transaction) is not taken: it goes to the coordinator alone, and takes no group down;
 - a group that cannot commit (a record refused, too late, Kafka away, a stuck call) is aborted
   and its decisions are sent again as plain END records, which lie after the aborted ones in
   END's log: the coordinator delivers those, once (the first decision wins);
@@ -63,6 +65,11 @@ that starts its next transaction while the markers of its last commit are still 
 and librdkafka asks again about 20 ms later; with four lanes a producer is used again only after
 three other commits, which took the flush's p99 from about 110 to about 70 ms here."""
 IDLE_WAIT_S = 0.5
+MIN_TIME_LEFT_MS = 200
+"""A decision joins a group only with this long left before its ``write_by_ms``: enough for
+the group's linger, flush and deadline check under load (flush p99 about 70 ms here). One
+with less goes to the coordinator on its own: were it let in, it would make its whole group
+too late, and every decision in it would fall back."""
 """Longest the committer sleeps with nothing to do, so that close() is noticed."""
 
 
@@ -121,6 +128,9 @@ class GroupCommitter:
         """Decisions committed on the fast path."""
         self.fell_back = 0
         """Decisions handed to the coordinator because their group could not commit."""
+        self.too_late = 0
+        """Decisions not taken because their window was (nearly) over: a slow local
+        transaction's, sent the plain way by the caller."""
         self._pending = 0
         """Decisions handed over and neither committed nor handed back yet."""
 
@@ -157,8 +167,11 @@ class GroupCommitter:
     # -- the senders' side --------------------------------------------------------------------
 
     def submit(self, decision: Decision) -> bool:
-        """Add ``decision`` to the open group; False if the fast path cannot take it now (the
-        caller then sends its END the plain way)."""
+        """Add ``decision`` to the open group; False if the fast path cannot take it now, or
+        not in time (the caller then sends its END the plain way)."""
+        if self._clock.now_ms() + MIN_TIME_LEFT_MS >= decision.write_by_ms:
+            self.too_late += 1
+            return False
         with self._cond:
             lane = self._lanes[self._current]
             if self._closing or not lane.ready or lane.broken:

@@ -54,6 +54,11 @@ class CoordinatorMetrics:
             "rmq_transactions_duplicates", "Decisions for already resolved half messages."
         )
         self.parked = counter("rmq_transactions_parked", "Corrupt records parked as poison.")
+        self.mark_reasks = counter(
+            "rmq_transactions_mark_reasks",
+            "Read marks written to END again because the last one did not come back in time "
+            "(a transaction held open on END, or a consumer not fetching): checks there wait.",
+        )
         self.commit_latency = Histogram(
             "rmq_transactions_commit_latency_seconds",
             "From the half message's birth to its commit being applied.",

@@ -71,6 +71,7 @@ from adapter.transaction.envelope import (
     prepared_message,
 )
 from adapter.transaction.group_commit import Decision, GroupCommitter
+from adapter.transaction.pending import half_info
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecision
 
@@ -234,6 +235,7 @@ class TransactionMQProducer(ProducerBase):
                 transaction_id=transaction_id,
                 born_ms=self._clock.now_ms(),
             )
+            half_info(half)  # the coordinator's own validation: it never refuses what we send
             self._require_topics(sender, topic)
             value = codec.encode(half)
         except (AdapterError, KafkaException) as exc:
@@ -255,8 +257,7 @@ class TransactionMQProducer(ProducerBase):
             raise ValueError("only COMMIT or ROLLBACK ends a half message")
         sender = self._started(ProducerSendSyncFailed)
         end = self._end_record(sent, decision)
-        in_window = end.timestamp < sent.half.born_timestamp + FAST_COMMIT_WINDOW_MS
-        if in_window and self._commit_fast(sent.half, end):
+        if self._commit_fast(sent.half, end):
             return
         record = Outgoing(END, codec.encode(end), [], end.half_partition, None)
         sender.produce_and_ack(record, ProducerSendSyncFailed, f"END of {end.transaction_id}")
@@ -307,7 +308,8 @@ class TransactionMQProducer(ProducerBase):
 
     def _commit_fast(self, half: HalfMessage, end: EndTransaction) -> bool:
         """Hand the decision to the group committer (the message and END in one Kafka
-        transaction of this producer); False when the fast path cannot take it."""
+        transaction of this producer); False when the fast path cannot take it, or not
+        within its window (a decision after a slow local transaction)."""
         committer = self._committer
         if committer is None:
             return False

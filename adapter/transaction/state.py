@@ -14,21 +14,30 @@ carries ``now_ms``):
   checked ``check_max`` (15) times or is older than the retention (72 h).
 
 Beyond RocketMQ: a second decision for a resolved half message is a counted duplicate, never a
-second delivery, and an END that arrives before its half message waits for it. A HALF or END
-record delivered again (:meth:`PartitionState.read_already`) is skipped. A half message
-written twice by one send (same transaction id, group and born time: a producer retry) is
-one message: checked and delivered once, whichever copy its decision names; a message an
-operator resumes is born again, so it is a new one. A COMMIT the producer delivered itself
-(the fast path, :mod:`adapter.transaction.group_commit`) resolves the message without a
-second delivery. The state is rebuilt after a crash from the OP records (``recover_op``)
-and the HALF and END records read again from the positions :meth:`PartitionState.positions`
+second delivery, and an END that arrives before its half message waits for it
+(:mod:`adapter.transaction.waiting`). A HALF or END record delivered again
+(:meth:`PartitionState.read_already`) is skipped. A half message written twice by one send
+(same transaction id, group and born time: a producer retry across a leader change) is one
+message: checked and delivered once, whichever copy its decision names. The producer's ack
+names the last copy; an END naming a copy not read yet, while the same transaction is pending
+at a lower offset, decides that pending first copy at once (waiting for the copy would let a
+check decide it meanwhile), and the copy gets an OP record of its own, kept behind the
+committed OP position until the copy is read, so a successor never takes it for a message of
+its own. A message an operator resumes is born again, so it is a new one. A COMMIT the
+producer delivered itself (the fast path, :mod:`adapter.transaction.group_commit`) resolves
+the message without a second delivery, and its END is never refused for waiting. Checks wait
+behind the partition's read mark (:mod:`adapter.transaction.read_mark`), which a rebuilt state
+starts without. The state is rebuilt after a crash from the OP records (``recover_op``) and
+the HALF and END records read again from the positions :meth:`PartitionState.positions`
 returned at the last commit; see ``adapter/transaction/coordinator.py`` for the Kafka side.
 
 Known gaps: a resolved half message's transaction id is remembered for the last
 ``RECENT_RESOLVED`` resolutions only; an older late decision is counted as a duplicate without
-checking its transaction id. A repeated half message is recognised when its first copy was read
-since the last takeover, or is still pending; a takeover between the two copies, with the first
-resolved and behind the committed HALF position, would make the second pending on its own.
+checking its transaction id. A copy the decision did not name (a check answer names the first
+copy) is recognised when the first was read since the last takeover, or is still pending; a
+takeover between the two copies, with the first resolved and behind the committed HALF
+position, would make the second pending on its own. Two sends with one transaction id and
+group (ids are unique per send; see :mod:`adapter.msgid`) would be taken for one.
 """
 
 from __future__ import annotations
@@ -38,8 +47,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from adapter import naming
-from adapter import properties as prop
 from adapter.config import EARLIEST_CHECK_MS, CheckPolicy
 from adapter.transaction.actions import (
     Action,
@@ -51,7 +58,10 @@ from adapter.transaction.actions import (
     Rollback,
 )
 from adapter.transaction.half_state import HalfState, IllegalTransition, advance
-from adapter.wire.records import EndTransaction, HalfMessage, OpKind, OpRecord, TransactionDecision
+from adapter.transaction.pending import HalfInfo, Pending, half_info
+from adapter.transaction.read_mark import ReadMark
+from adapter.transaction.waiting import Waiting, WaitingDecisions
+from adapter.wire.records import EndTransaction, OpKind, OpRecord, TransactionDecision
 
 __all__ = [
     "Action",
@@ -76,44 +86,9 @@ RECENT_RESOLVED = 100_000
 """How many resolutions are remembered to tell a mismatched late decision from a duplicate."""
 
 
-@dataclass(frozen=True, slots=True)
-class HalfInfo:
-    """What the state machine needs to know of a half message."""
-
-    transaction_id: str
-    producer_group: str
-    born_ms: int
-    immunity_ms: int | None = None
-    """``CHECK_IMMUNITY_TIME_IN_SECONDS`` x 1000 when the message carries it."""
-
-
-@dataclass(slots=True)
-class Pending(Generic[P]):
-    """A half message waiting for its decision."""
-
-    offset: int
-    info: HalfInfo
-    payload: P
-    op_mark: int
-    """The OP position from which every OP record about this message can be found."""
-    check_times: int = 0
-    due_ms: int = 0
-    state: HalfState = HalfState.PREPARED
-
-
 _RESOLVING = frozenset({OpKind.COMMIT, OpKind.ROLLBACK, OpKind.DISCARD})
 _Copy = tuple[str, str, int]
 """What makes two half messages one send: transaction id, producer group, born time."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Waiting:
-    """An END read before the half message it names."""
-
-    offset: int
-    end: EndTransaction
-    since_ms: int
-    delivered: bool
 
 
 @dataclass(slots=True)
@@ -143,14 +118,21 @@ class PartitionState(Generic[P]):
         self._op_next = op_start
         self._op_floor: int | None = op_start
         self._pending: dict[int, Pending[P]] = {}
+        self._pending_ids: dict[tuple[str, str], int] = {}
+        """(transaction id, group) -> offset of its pending half message."""
         self._due: list[tuple[int, int]] = []
-        self._waiting: dict[int, list[_Waiting]] = {}
+        self._waiting = WaitingDecisions()
+        self.mark = ReadMark()
+        """The check gate of this partition's END: a rebuilt state starts with it closed."""
         self._recent: OrderedDict[int, _Copy] = OrderedDict()
         self._first_of: dict[_Copy, int] = {}
         """(transaction id, group, born time) -> offset of its first half message, pending or
         recently resolved."""
         self._repeat_of: dict[int, int] = {}
         """Offset of a repeated half message -> offset of the first one."""
+        self._decided_ahead: dict[int, int] = {}
+        """Offset of a copy decided before it was read -> the OP position before its OP
+        record: kept in the committed OP position until the copy is read."""
         self._recovered = _Recovered()
 
     # -- recovery -----------------------------------------------------------------------------
@@ -203,6 +185,7 @@ class PartitionState(Generic[P]):
         own: a decision naming it applies to the first one, so the message is checked and
         delivered once. A resumed message is born again, so it is a new half message."""
         self._half_next = offset + 1
+        self._decided_ahead.pop(offset, None)
         rec = self._recovered
         known = rec.resolved.pop(offset, None)
         actions: list[Action[P]] = []
@@ -224,19 +207,25 @@ class PartitionState(Generic[P]):
                 if pending.check_times:
                     pending.state = advance(pending.state, HalfState.CHECKING)
             self._pending[offset] = pending
+            self._pending_ids[(info.transaction_id, info.producer_group)] = offset
             heapq.heappush(self._due, (pending.due_ms, offset))
         self._forget_recovered_behind()
-        for w in self._waiting.pop(offset, []):
+        waiting = self._waiting.take(offset)
+        if offset in self._pending:
+            # ENDs naming a later copy of this send, read before it: they decide this one.
+            waiting += self._waiting.take_for(info.transaction_id, info.producer_group, offset)
+        for w in sorted(waiting, key=lambda w: w.offset):
             actions.extend(self._decide(w.offset, w.end, now_ms, w.delivered))
         return actions
 
     def skip_half(self, offset: int) -> list[Action[P]]:
         """The record at ``offset`` of HALF is not a half message (it was parked)."""
         self._half_next = offset + 1
+        self._decided_ahead.pop(offset, None)
         self._forget_recovered_behind()
         return [
             Refuse(w.offset, w.end, f"no half message at offset {offset}")
-            for w in self._waiting.pop(offset, [])
+            for w in self._waiting.take(offset)
         ]
 
     def end(
@@ -245,9 +234,8 @@ class PartitionState(Generic[P]):
         """A decision read from END at ``offset`` (offsets arrive in increasing order);
         ``delivered``: a COMMIT whose real message the producer's transaction wrote."""
         self._end_next = offset + 1
-        if end.half_offset >= self._half_next:
-            waiting = _Waiting(offset, end, now_ms, delivered)
-            self._waiting.setdefault(end.half_offset, []).append(waiting)
+        if end.half_offset >= self._half_next and not self._names_a_pending_send(end):
+            self._waiting.add(Waiting(offset, end, now_ms, delivered))
             return []
         return self._decide(offset, end, now_ms, delivered)
 
@@ -286,31 +274,31 @@ class PartitionState(Generic[P]):
         return actions
 
     def expire_waiting(self, now_ms: int, half_end_offset: int) -> list[Action[P]]:
-        """Refuse ENDs that waited ``end_wait_ms`` for a half message beyond HALF's end."""
-        actions: list[Action[P]] = []
-        limit = now_ms - self.policy.end_wait_ms
-        for half_offset in [o for o in self._waiting if o >= half_end_offset]:
-            waiting = self._waiting[half_offset]
-            keep = [w for w in waiting if w.since_ms > limit]
-            actions.extend(
-                Refuse(w.offset, w.end, f"no half message at offset {half_offset}")
-                for w in waiting
-                if w.since_ms <= limit
+        """Refuse ENDs that waited too long for a half message beyond HALF's end
+        (``half_end_offset``, read fresh: a cached end may lag behind a leader change): a
+        plain one after ``end_wait_ms``; one whose message its producer delivered only past
+        the retention (:mod:`adapter.transaction.waiting`)."""
+        policy = self.policy
+        return [
+            Refuse(w.offset, w.end, f"no half message at offset {w.end.half_offset}")
+            for w in self._waiting.expire(
+                now_ms, half_end_offset, policy.end_wait_ms, policy.retention_ms
             )
-            if keep:
-                self._waiting[half_offset] = keep
-            else:
-                del self._waiting[half_offset]
-        return actions
+        ]
+
+    def waiting_overdue(self, now_ms: int) -> bool:
+        """Whether an END waited long enough that HALF's end is worth reading fresh."""
+        policy = self.policy
+        return self._waiting.overdue(now_ms, policy.end_wait_ms, policy.retention_ms)
 
     # -- reading the state --------------------------------------------------------------------
 
     def positions(self) -> tuple[int, int, int]:
         """HALF, END and OP positions to commit: reading again from them rebuilds this state."""
         half = min(self._pending, default=self._half_next)
-        waiting = [w.offset for ends in self._waiting.values() for w in ends]
-        end = min(waiting, default=self._end_next)
+        end = min(self._waiting.end_offsets(), default=self._end_next)
         marks = [p.op_mark for p in self._pending.values()]
+        marks += self._decided_ahead.values()
         if self._op_floor is not None:
             marks.append(self._op_floor)
         op = min(marks, default=self._op_next)
@@ -324,6 +312,16 @@ class PartitionState(Generic[P]):
                 return due_ms
             heapq.heappop(self._due)
         return None
+
+    def wake_ms(self) -> int | None:
+        """When the worker next has something to do here: the earliest due time, or, while
+        a check due waits for a read mark, when that mark is next asked for again (the mark
+        itself wakes the worker when it is read)."""
+        due = self.next_due_ms()
+        if due is None or not self.mark.blocks(due):
+            return due
+        again = self.mark.next_ask_ms()
+        return due if again is None else again
 
     def pending(self) -> list[Pending[P]]:
         return sorted(self._pending.values(), key=lambda p: p.offset)
@@ -339,6 +337,13 @@ class PartitionState(Generic[P]):
         return self._pending.get(offset)
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _names_a_pending_send(self, end: EndTransaction) -> bool:
+        """An END naming an offset not read yet, whose transaction is pending at a lower one:
+        the producer's ack named the second copy of a half message stored twice, and the
+        decision is the pending first copy's, at once; waiting for the copy would let a check
+        decide it meanwhile, and deliver a message its producer already delivered."""
+        return (end.transaction_id, end.producer_group) in self._pending_ids
 
     def _immunity_ms(self, info: HalfInfo) -> int:
         if info.immunity_ms is not None:
@@ -361,6 +366,11 @@ class PartitionState(Generic[P]):
         self, end_offset: int, end: EndTransaction, now_ms: int, delivered: bool
     ) -> list[Action[P]]:
         target = self._repeat_of.get(end.half_offset, end.half_offset)
+        if end.half_offset >= self._half_next:
+            first = self._pending_ids.get((end.transaction_id, end.producer_group))
+            if first is None:  # a decision read with it decided the send a moment ago
+                return [Duplicate(end_offset, end)]
+            target = first
         pending = self._pending.get(target)
         if pending is None:
             known = self._recent.get(target)
@@ -389,11 +399,16 @@ class PartitionState(Generic[P]):
                         f"{window} ms immunity window; the check-back decides",
                     )
                 ]
+        # A decision naming a copy not read yet records that copy as decided too, so that a
+        # successor reading it after a crash never takes it for a message of its own.
+        copies = (end.half_offset,) if end.half_offset >= self._half_next else ()
+        for copy in copies:
+            self._decided_ahead.setdefault(copy, self._op_mark())
         if end.decision is TransactionDecision.COMMIT:
             self._resolve(pending, HalfState.COMMITTED)
-            return [Commit(pending, end, delivered)]
+            return [Commit(pending, end, delivered, copies)]
         self._resolve(pending, HalfState.ROLLED_BACK)
-        return [Rollback(pending, end)]
+        return [Rollback(pending, end, copies)]
 
     def _discard(self, pending: Pending[P], reason: str) -> Discard[P]:
         self._resolve(pending, HalfState.DISCARDED)
@@ -402,6 +417,9 @@ class PartitionState(Generic[P]):
     def _resolve(self, pending: Pending[P], to: HalfState) -> None:
         pending.state = advance(pending.state, to)
         del self._pending[pending.offset]
+        key = (pending.info.transaction_id, pending.info.producer_group)
+        if self._pending_ids.get(key) == pending.offset:
+            del self._pending_ids[key]
         self._remember(pending.offset, _copy_of(pending.info))
 
     def _remember(self, offset: int, who: _Copy) -> None:
@@ -424,18 +442,3 @@ class PartitionState(Generic[P]):
 
 def _copy_of(info: HalfInfo) -> _Copy:
     return (info.transaction_id, info.producer_group, info.born_ms)
-
-
-def half_info(half: HalfMessage) -> HalfInfo:
-    """What the state machine needs of a half message; refuses one that can never be delivered
-    or checked (a system topic, an invalid group)."""
-    naming.sendable_kafka_topic(half.topic)
-    naming.validate_group(half.producer_group)
-    immunity: int | None = None
-    raw = half.properties.get(prop.CHECK_IMMUNITY_TIME_IN_SECONDS)
-    if raw is not None:
-        try:
-            immunity = max(0, int(raw)) * 1000
-        except ValueError:
-            immunity = None  # RocketMQ falls back to the transaction timeout
-    return HalfInfo(half.transaction_id, half.producer_group, half.born_timestamp, immunity)

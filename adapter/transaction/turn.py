@@ -46,6 +46,15 @@ class Turn:
             or any(not may_wait(action) for _, action in added)
         )
 
+    def drop(self, partitions: list[int]) -> None:
+        """Forget what it holds for ``partitions`` (revoked: their next owner decides them
+        again from the last commit, and parks again what it cannot read)."""
+        gone = set(partitions)
+        self.actions = [(p, action) for p, action in self.actions if p not in gone]
+        self.poison = [(r, why) for r, why in self.poison if (r.partition() or 0) not in gone]
+        self.marks = [(p, at) for p, at in self.marks if p not in gone]
+        self.touched -= gone
+
     def due(self, now_s: float, linger_s: float, max_actions: int) -> bool:
         """Whether to apply it now."""
         if self.urgent or len(self.actions) >= max_actions:

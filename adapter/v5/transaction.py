@@ -16,10 +16,20 @@ applies it and sends the check-backs, which :class:`CheckAnswers` turns into
 (``TRANSACTION_RESOLUTION_UNSPECIFIED``, ``None``), or raises, leaves the message to the next
 check, as an unknown answer does in RocketMQ.
 
+What ``commit()`` and ``rollback()`` returning means: inside the fast path's window (1 s from
+the half message's birth) the decision was handed to this process's group committer, which
+commits it with the message in its next Kafka transaction, within a few milliseconds (or, if
+that group cannot commit, hands it to the coordinator as a plain END record); later, Kafka
+acknowledged its END record and the coordinator applies it. Either way the message is visible
+to read_committed consumers moments after, and if the process dies before, the check-back
+(``TransactionChecker``) decides, as in RocketMQ, whose proxy sends END_TRANSACTION oneway.
+A call that fails (a timeout: the decision may have reached Kafka) may be repeated, but the
+opposite decision is refused with ``IllegalStateException``, so that two contradicting
+decisions are never sent; the coordinator keeps the first anyway.
+
 Known gaps: ``commit()`` and ``rollback()`` return ``None`` (5.x returns the proxy's protobuf
-response); they return once Kafka took the decision, and the committed message is visible a
-few milliseconds later (fast path) or once the coordinator applied it. Ending a transaction
-twice raises ``IllegalStateException`` (5.x sends the second request and the broker answers).
+response). Ending a transaction twice raises ``IllegalStateException`` (5.x sends the second
+request and the broker answers).
 """
 
 from __future__ import annotations
@@ -107,6 +117,8 @@ class Transaction:
         self._receipt: SendReceipt | None = None
         self._half: tuple[TransactionMQProducer, HalfSent] | None = None
         self._ended: TransactionResolution | None = None
+        self._tried: TransactionResolution | None = None
+        """A decision whose call failed: it may have reached Kafka (a timeout)."""
 
     def add_half_message(self, message: Message) -> None:
         """Make ``message`` the transaction's one message (``send`` does this)."""
@@ -160,6 +172,20 @@ class Transaction:
                     f"transaction {self._receipt.transaction_id} was already ended "
                     f"({self._ended.name}); a transaction ends once"
                 )
+            tried = self._tried
+            if tried is not None and tried is not resolution:
+                raise IllegalStateException(
+                    f"transaction {self._receipt.transaction_id} was asked to "
+                    f"{tried.name.lower()} and that call failed, so its outcome is unknown (it "
+                    f"may have reached Kafka); it cannot be {_past(resolution)} now: "
+                    f"{tried.name.lower()} again, or let the check-back (TransactionChecker) "
+                    "decide"
+                )
             sender, sent = self._half
+            self._tried = resolution
             self._producer._end_transaction(sender, sent, resolution)
             self._ended = resolution
+
+
+def _past(resolution: TransactionResolution) -> str:
+    return "committed" if resolution is TransactionResolution.COMMIT else "rolled back"

@@ -24,6 +24,7 @@ from adapter.clock import ManualClock
 from adapter.config import FAST_COMMIT_WINDOW_MS
 from adapter.kafka import clients
 from adapter.transaction.envelope import DELIVERED_HEADER
+from adapter.transaction.group_commit import MIN_TIME_LEFT_MS
 from tests.support import read_committed, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
@@ -110,7 +111,7 @@ def test_flush_returns_once_every_decision_is_committed_or_handed_back(
     assert committer.committed + committer.fell_back == 20, "nothing left in an open group"
 
 
-def test_a_group_past_its_window_is_aborted_and_the_coordinator_delivers_it_once(
+def test_a_group_that_turns_late_before_it_commits_is_aborted_and_delivered_once(
     system_topics, start_coordinator, new_topic, new_group
 ) -> None:
     start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000)
@@ -120,22 +121,63 @@ def test_a_group_past_its_window_is_aborted_and_the_coordinator_delivers_it_once
     producer.set_name_server_address(system_topics)
     producer.start()
     try:
-        wait_until(lambda: producer._committer is not None and producer._committer._lanes[0].ready,
-                   timeout=30, what="the fast path ready")  # fmt: skip
-
-        def slow_local_transaction(_msg: object, _args: object) -> TransactionStatus:
-            clock.advance(FAST_COMMIT_WINDOW_MS)  # the decision comes at the window's end
-            return TransactionStatus.COMMIT
-
-        producer.send_message_in_transaction(order(topic, "late"), slow_local_transaction)
         committer = producer._committer
         assert committer is not None
+        wait_until(lambda: committer._lanes[0].ready, timeout=30, what="the fast path ready")
+        committer._linger_s = 1.0  # the group stays open while the clock moves on
+
+        def near_the_windows_end(_msg: object, _args: object) -> TransactionStatus:
+            clock.advance(FAST_COMMIT_WINDOW_MS - MIN_TIME_LEFT_MS - 50)
+            return TransactionStatus.COMMIT
+
+        producer.send_message_in_transaction(order(topic, "late"), near_the_windows_end)
+        assert committer.too_late == 0, "taken: it had time left"
+        clock.advance(MIN_TIME_LEFT_MS + 100)  # the group's flush ends past the window
         wait_until(lambda: committer.fell_back == 1, timeout=30, what="the group aborted")
         records = read_committed(system_topics, topic, 1)
     finally:
         producer.shutdown()
     assert [r.value() for r in records] == [b"late"]
     assert committer.committed == 0
+
+
+def test_a_slow_local_transaction_goes_to_the_coordinator_alone_and_its_group_commits(
+    system_topics, start_coordinator, make_transaction_producer, new_topic, new_group
+) -> None:
+    start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000)
+    topic = new_topic(partitions=1)
+    producer, committer = fast_producer(make_transaction_producer, new_group)
+    producer.send_message_in_transaction(order(topic, "warm-up"), commit)
+    assert producer.flush(60) == 0
+    stop = threading.Event()
+    sent: list[str] = ["warm-up", "slow"]
+
+    def send_fast(lane: int) -> None:
+        for n in range(1000):
+            if stop.is_set():
+                return
+            body = f"fast-{lane}-{n}"
+            producer.send_message_in_transaction(order(topic, body), commit)
+            sent.append(body)
+
+    def slow_local_transaction(_msg: object, _args: object) -> TransactionStatus:
+        stop.wait(FAST_COMMIT_WINDOW_MS / 1000 + 0.2)  # longer than the window
+        return TransactionStatus.COMMIT
+
+    senders = [threading.Thread(target=send_fast, args=(i,)) for i in range(3)]
+    for thread in senders:
+        thread.start()
+    try:
+        producer.send_message_in_transaction(order(topic, "slow"), slow_local_transaction)
+    finally:
+        stop.set()
+        for thread in senders:
+            thread.join(30)
+    assert producer.flush(30) == 0
+    records = read_committed(system_topics, topic, len(sent), timeout=60)
+    assert committer.fell_back == 0, "no group was taken down with the slow decision"
+    assert committer.too_late == 1, "the slow decision went to the coordinator alone"
+    assert Counter(r.value().decode() for r in records) == Counter(sent)
 
 
 def test_a_producer_killed_mid_group_loses_nothing_and_delivers_nothing_twice(

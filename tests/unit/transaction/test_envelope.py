@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapter import naming
 from adapter import properties as prop
-from adapter.exceptions import InvalidMessageError
+from adapter.exceptions import AdapterError, InvalidMessageError
 from adapter.message import Message
 from adapter.transaction.envelope import (
     check_request,
@@ -18,6 +19,7 @@ from adapter.transaction.envelope import (
     prepared_message,
     refuse_delay,
 )
+from adapter.transaction.pending import half_info
 from adapter.wire import codec
 from adapter.wire.records import CheckRequest, HalfMessage
 
@@ -218,3 +220,32 @@ def test_every_user_property_survives_a_commit_exactly_once(
     assert prop.TRANSACTION_PREPARED not in restored
     assert (prop.TRANSACTION_CHECK_TIMES in restored) == (check_times > 0)
     assert restored[prop.UNIQ_KEY] == restored[prop.TRANSACTION_ID] == TID.encode()
+
+
+_topics = st.from_regex(r"[a-zA-Z0-9_%|-]{1,40}", fullmatch=True)
+
+
+@given(
+    topic=_topics,
+    group=st.from_regex(r"[a-zA-Z0-9_%|-]{1,40}", fullmatch=True),
+    immunity=st.one_of(st.none(), st.text(max_size=6)),
+    born_ms=st.integers(min_value=0, max_value=2**41),
+)
+def test_a_half_message_the_producer_would_send_is_one_the_coordinator_accepts(
+    topic: str, group: str, immunity: str | None, born_ms: int
+) -> None:
+    message = Message(topic)
+    message.set_body(b"x")
+    if immunity is not None:
+        message.set_property(prop.CHECK_IMMUNITY_TIME_IN_SECONDS, immunity)
+    try:
+        naming.sendable_kafka_topic(topic)  # what the producer's send checks
+        naming.validate_group(group)  # what the producer's start checks
+        half = half_message(message, group=group, transaction_id=TID, born_ms=born_ms)
+        half_info(half)  # what the producer checks before sending it
+    except AdapterError:
+        return  # refused at the producer, before anything is sent
+    stored = codec.decode(codec.encode(half))
+    assert isinstance(stored, HalfMessage)
+    info = half_info(stored)  # the coordinator reading it: never refused
+    assert (info.transaction_id, info.producer_group, info.born_ms) == (TID, group, born_ms)

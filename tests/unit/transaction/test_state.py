@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 from adapter.config import CheckPolicy
 from adapter.transaction.state import (
-    Action,
     Check,
     Commit,
     Discard,
@@ -236,217 +231,6 @@ def op_record(
     )
 
 
-# -- random interleavings, crashes included ------------------------------------------------
-
-
-@dataclass
-class Cluster:
-    """A model of the three partitions and a coordinator that may crash between commits."""
-
-    policy: CheckPolicy
-    halves: list[HalfInfo] = field(default_factory=list)
-    ends: list[EndTransaction] = field(default_factory=list)
-    ops: list[OpRecord] = field(default_factory=list)
-    delivered: dict[int, int] = field(default_factory=dict)
-    committed: tuple[int, int, int] = (0, 0, 0)
-    now: int = 0
-    checks_asked: list[int] = field(default_factory=list)
-    batch: list[Action[int]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.restart()
-
-    def restart(self) -> None:
-        self.batch = []
-        half, end_pos, op = self.committed
-        self.state: PartitionState[int] = PartitionState(
-            self.policy, half_start=half, end_start=end_pos, op_start=op
-        )
-        for offset in range(op, len(self.ops)):
-            self.state.recover_op(self.ops[offset], offset)
-        self.state.recovery_done()
-        self.half_read, self.end_read = half, end_pos
-
-    def read_half(self) -> None:
-        if self.half_read < len(self.halves):
-            offset = self.half_read
-            self.batch += self.state.half(offset, self.halves[offset], offset, self.now)
-            self.half_read += 1
-
-    def read_end(self) -> None:
-        if self.end_read < len(self.ends):
-            self.batch += self.state.end(self.end_read, self.ends[self.end_read], self.now)
-            self.end_read += 1
-
-    def read(self) -> None:
-        self.read_half()
-        self.read_end()
-
-    def tick(self, ms: int) -> None:
-        self.now += ms
-        self.batch += self.state.due(self.now, limit=1000)
-        self.batch += self.state.expire_waiting(self.now, len(self.halves))
-
-    def commit(self) -> None:
-        for action in self.batch:
-            if isinstance(action, (Commit, Rollback, Check, Discard)):
-                pending = action.pending
-                kind = {
-                    Commit: OpKind.COMMIT,
-                    Rollback: OpKind.ROLLBACK,
-                    Check: OpKind.CHECK,
-                    Discard: OpKind.DISCARD,
-                }[type(action)]
-                self.ops.append(
-                    OpRecord(
-                        transaction_id=pending.info.transaction_id,
-                        half_partition=0,
-                        half_offset=pending.offset,
-                        kind=kind,
-                        check_times=pending.check_times,
-                        producer_group=GROUP,
-                        timestamp=self.now,
-                    )
-                )
-                if isinstance(action, Commit):
-                    self.delivered[pending.offset] = self.delivered.get(pending.offset, 0) + 1
-                if isinstance(action, Check):
-                    self.checks_asked.append(pending.offset)
-        self.batch = []
-        self.state.op_written(len(self.ops))
-        self.committed = self.state.positions()
-
-    def decide(self, index: int, decision: TransactionDecision, from_check: bool) -> None:
-        if self.halves:
-            offset = index % len(self.halves)
-            txn = self.halves[offset].transaction_id
-            self.ends.append(end(txn, offset, decision, from_check=from_check))
-
-
-operations = st.lists(
-    st.one_of(
-        st.tuples(st.just("half")),
-        st.tuples(st.just("read")),
-        st.tuples(st.just("commit")),
-        st.tuples(st.just("crash")),
-        st.tuples(st.just("tick"), st.integers(0, 40_000)),
-        st.tuples(
-            st.just("decide"),
-            st.integers(0, 8),
-            st.sampled_from(list(TransactionDecision)),
-            st.booleans(),
-        ),
-    ),
-    max_size=80,
-)
-
-
-# Two interleavings found by hand that break a coordinator forgetting what OP says after a crash
-# (a resolved message behind a pending one; a successor committing before reading HALF again).
-CRASH_AFTER_COMMIT_BEHIND_A_PENDING_ONE = [
-    ("half",),
-    ("half",),
-    ("decide", 1, TransactionDecision.COMMIT, False),
-    ("read",),
-    ("read",),
-    ("commit",),
-    ("crash",),
-]
-CRASH_TWICE = [*CRASH_AFTER_COMMIT_BEHIND_A_PENDING_ONE, ("commit",), ("crash",)]
-
-
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@example(CRASH_AFTER_COMMIT_BEHIND_A_PENDING_ONE, True)
-@example(CRASH_TWICE, False)
-@given(operations, st.booleans())
-def test_every_half_message_ends_committed_once_rolled_back_or_discarded(
-    steps: list[tuple], answer_commit: bool
-) -> None:
-    cluster = Cluster(POLICY)
-    for step in steps:
-        name = step[0]
-        if name == "half":
-            cluster.halves.append(info(f"t{len(cluster.halves)}", born=cluster.now))
-        elif name == "decide":
-            cluster.decide(step[1], step[2], step[3])
-        elif name == "tick":
-            cluster.tick(step[1])
-        elif name == "crash":
-            cluster.restart()
-        else:
-            getattr(cluster, name)()
-    # Then no more crashes: read everything, answer every check, and let time run out.
-    decision = TransactionDecision.COMMIT if answer_commit else TransactionDecision.ROLLBACK
-    for _ in range(40):
-        while cluster.half_read < len(cluster.halves) or cluster.end_read < len(cluster.ends):
-            cluster.read_half()
-            cluster.read_end()
-        cluster.commit()
-        for offset in cluster.checks_asked:
-            txn = cluster.halves[offset].transaction_id
-            cluster.ends.append(end(txn, offset, decision, from_check=True))
-        cluster.checks_asked = []
-        cluster.tick(POLICY.check_interval_ms)
-    cluster.commit()
-
-    resolutions: dict[int, list[OpKind]] = {}
-    checks: dict[int, int] = {}
-    for op in cluster.ops:
-        if op.kind is OpKind.CHECK:
-            checks[op.half_offset] = checks.get(op.half_offset, 0) + 1
-        else:
-            resolutions.setdefault(op.half_offset, []).append(op.kind)
-    assert cluster.state.pending_count == 0
-    for offset in range(len(cluster.halves)):
-        assert len(resolutions.get(offset, [])) == 1, (offset, resolutions.get(offset))
-        [kind] = resolutions[offset]
-        assert cluster.delivered.get(offset, 0) == (1 if kind is OpKind.COMMIT else 0)
-        assert checks.get(offset, 0) <= POLICY.check_max
-        if kind is OpKind.DISCARD:
-            assert checks.get(offset, 0) == POLICY.check_max
-
-
-@pytest.mark.parametrize("crash_after", [0, 1, 2, 3])
-def test_a_crash_before_commit_forgets_the_decision_and_the_successor_applies_it_once(
-    crash_after: int,
-) -> None:
-    cluster = Cluster(POLICY)
-    cluster.halves += [info("t0"), info("t1")]
-    cluster.decide(0, TransactionDecision.COMMIT, False)
-    cluster.decide(1, TransactionDecision.COMMIT, False)
-    steps = [cluster.read_half, cluster.read_half, cluster.read_end, cluster.read_end]
-    for step in steps[:crash_after]:
-        step()
-    cluster.commit()
-    for step in steps:
-        step()
-    cluster.restart()  # crash with an uncommitted batch
-    for step in steps:
-        step()
-    cluster.commit()
-    assert cluster.delivered == {0: 1, 1: 1}
-
-
-def test_a_successor_that_commits_before_reading_half_again_keeps_what_op_said() -> None:
-    cluster = Cluster(POLICY)
-    cluster.halves += [info("t0"), info("t1")]
-    cluster.decide(1, TransactionDecision.COMMIT, False)
-    cluster.read_half()
-    cluster.read_half()
-    cluster.read_end()
-    cluster.commit()  # t1 committed; t0 pending keeps HALF at 0
-    cluster.restart()
-    cluster.commit()  # nothing read again yet
-    cluster.restart()
-    cluster.read_half()
-    cluster.read_half()
-    cluster.decide(1, TransactionDecision.COMMIT, True)  # a late check answer for t1
-    cluster.read_end()
-    cluster.commit()
-    assert cluster.delivered == {1: 1}
-    assert [p.offset for p in cluster.state.pending()] == [0]
-
-
 def test_no_check_while_the_decisions_written_before_the_due_time_are_unread() -> None:
     state = new_state()
     state.half(0, info("t0", born=0), "body", now_ms=0)
@@ -493,14 +277,113 @@ def test_a_half_message_written_twice_by_one_send_is_delivered_once_whichever_is
         assert isinstance(again, Duplicate)
 
 
-def test_a_decision_naming_a_repeat_not_read_yet_waits_for_it_then_decides_the_first() -> None:
+def test_a_decision_naming_a_copy_not_read_yet_decides_the_pending_first_copy_at_once() -> None:
     state = new_state()
     state.half(0, info("t0"), "body", now_ms=10)
-    assert state.end(0, end("t0", 1), now_ms=20) == [], "its half message is not read yet"
-    [action] = state.half(1, info("t0"), "body", now_ms=30)
+    [action] = state.end(0, end("t0", 1), now_ms=20)
     assert isinstance(action, Commit)
     assert action.pending.offset == 0
+    assert action.copies == (1,), "the copy gets an OP record too"
     assert state.pending_count == 0
+    assert state.half(1, info("t0"), "body", now_ms=30) == []
+    assert state.repeat_of(1) == 0
+
+
+# -- hole 1 of issue 34: a fast-path COMMIT naming the second copy of a twice-stored half --
+
+
+def test_a_delivered_commit_naming_an_unread_copy_is_never_checked_and_delivered_again() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=0)
+    [commit] = state.end(0, end("t0", 1), now_ms=100, delivered=True)
+    assert isinstance(commit, Commit)
+    assert commit.delivered, "the producer's transaction delivered it: only OP is written"
+    assert state.due(now_ms=60_000, limit=10) == [], "nothing left to check"
+    assert state.half(1, info("t0"), "body", now_ms=60_001) == []
+    [again] = state.end(1, end("t0", 0, from_check=True), now_ms=60_002)
+    assert isinstance(again, Duplicate)
+
+
+def test_a_rollback_naming_an_unread_copy_rolls_the_pending_first_copy_back() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=0)
+    [rollback] = state.end(0, end("t0", 1, TransactionDecision.ROLLBACK), now_ms=100)
+    assert isinstance(rollback, Rollback)
+    assert rollback.copies == (1,)
+    assert state.due(now_ms=60_000, limit=10) == []
+
+
+def test_a_decision_read_before_both_copies_decides_the_first_when_it_is_read() -> None:
+    state = new_state()
+    assert state.end(0, end("t0", 1), now_ms=5, delivered=True) == []
+    [commit] = state.half(0, info("t0"), "body", now_ms=10)
+    assert isinstance(commit, Commit)
+    assert (commit.pending.offset, commit.delivered, commit.copies) == (0, True, (1,))
+    assert state.due(now_ms=60_000, limit=10) == []
+    assert state.half(1, info("t0"), "body", now_ms=60_001) == []
+    assert state.positions()[1] == 1, "the END is decided: its position moves on"
+
+
+def test_a_successor_that_reads_only_the_second_copy_knows_it_from_its_op_record() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=0)
+    [commit] = state.end(0, end("t0", 1), now_ms=100, delivered=True)
+    assert isinstance(commit, Commit)
+    # the successor starts at HALF 1 (the first copy is settled) with OP's two records
+    successor: PartitionState[str] = PartitionState(POLICY, half_start=1, end_start=1, op_start=0)
+    successor.recover_op(op_record(0, OpKind.COMMIT), 0)
+    successor.recover_op(op_record(1, OpKind.COMMIT), 1)
+    successor.recovery_done()
+    assert successor.half(1, info("t0"), "body", now_ms=200) == []
+    assert successor.pending_count == 0
+    assert successor.due(now_ms=60_000, limit=10) == []
+
+
+# -- hole 2 of issue 34: a delivered END that waits is never refused for waiting ------------
+
+
+def test_a_delivered_end_that_waits_long_is_not_refused_and_decides_its_message_later() -> None:
+    state = new_state()
+    assert state.end(0, end("t0", 0), now_ms=0, delivered=True) == []
+    assert not state.waiting_overdue(now_ms=20_000)
+    assert state.expire_waiting(now_ms=20_000, half_end_offset=0) == []
+    [commit] = state.half(0, info("t0"), "body", now_ms=21_000)
+    assert isinstance(commit, Commit)
+    assert commit.delivered
+    assert state.due(now_ms=90_000, limit=10) == []
+
+
+def test_a_delivered_end_for_an_offset_half_never_reached_is_refused_past_the_retention() -> None:
+    state = new_state(CheckPolicy(retention_ms=60_000))
+    state.end(0, end("t0", 7), now_ms=0, delivered=True)
+    assert state.expire_waiting(now_ms=59_999, half_end_offset=3) == []
+    assert state.waiting_overdue(now_ms=60_000)
+    [refused] = state.expire_waiting(now_ms=60_000, half_end_offset=3)
+    assert isinstance(refused, Refuse)
+
+
+def test_a_plain_end_below_halfs_fresh_end_keeps_waiting() -> None:
+    state = new_state()
+    state.end(0, end("t0", 2), now_ms=0)
+    assert state.waiting_overdue(now_ms=10_000)
+    assert state.expire_waiting(now_ms=10_000, half_end_offset=3) == []
+
+
+# -- hole 4 of issue 34: a rebuilt state's check gate starts closed ------------------------
+
+
+def test_a_rebuilt_state_checks_nothing_until_a_new_read_mark_is_read_back() -> None:
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=0)
+    state.mark.read(50_000)
+    assert state.mark.read_to_ms == 50_000
+    rebuilt = new_state()  # after a failed turn: the same committed positions, a new state
+    rebuilt.half(0, info("t0"), "body", now_ms=60_000)
+    assert rebuilt.due(60_000, 10, rebuilt.mark.read_to_ms) == []
+    assert rebuilt.mark.wanted(rebuilt.next_due_ms(), 60_000), "a new mark is asked for"
+    rebuilt.mark.read(60_000)
+    [check] = rebuilt.due(60_000, 10, rebuilt.mark.read_to_ms)
+    assert isinstance(check, Check)
 
 
 def test_a_repeat_of_a_message_already_decided_is_not_pending_again() -> None:
@@ -529,3 +412,20 @@ def test_the_same_transaction_id_from_another_group_is_another_message() -> None
     state.half(1, HalfInfo("t0", "PG_OTHER", 0), "body", now_ms=10)
     assert state.pending_count == 2
     assert state.repeat_of(1) is None
+
+
+@pytest.mark.parametrize("first", [TransactionDecision.COMMIT, TransactionDecision.ROLLBACK])
+def test_of_two_contradicting_producer_decisions_the_first_in_end_wins(
+    first: TransactionDecision,
+) -> None:
+    second = (
+        TransactionDecision.ROLLBACK
+        if first is TransactionDecision.COMMIT
+        else TransactionDecision.COMMIT
+    )
+    state = new_state()
+    state.half(0, info("t0"), "body", now_ms=0)
+    [decided] = state.end(0, end("t0", 0, first), now_ms=10)
+    [ignored] = state.end(1, end("t0", 0, second), now_ms=20)
+    assert isinstance(decided, Commit if first is TransactionDecision.COMMIT else Rollback)
+    assert isinstance(ignored, Duplicate)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from confluent_kafka import Message as KafkaRecord
+
 from adapter.config import CheckPolicy
 from adapter.transaction.state import Action, PartitionState
 from adapter.transaction.turn import Turn, may_wait
@@ -70,3 +72,16 @@ def test_an_empty_turn_is_not_due() -> None:
     turn = Turn()
     turn.note(0, 5.0)
     assert not turn.due(99.0, LINGER_S, max_actions=100)
+
+
+def test_a_revoked_partition_leaves_nothing_in_the_open_turn_to_be_parked_twice() -> None:
+    turn = turn_of(decided(TransactionDecision.ROLLBACK, delivered=False))
+    turn.actions.append((1, decided(TransactionDecision.ROLLBACK, delivered=False)))
+    turn.poison += [(KafkaRecord(topic="END", partition=p, offset=7), "corrupt") for p in (0, 1)]
+    turn.marks += [(0, 100), (1, 100)]
+    turn.touched |= {0, 1}
+    turn.drop([0])
+    assert [p for p, _ in turn.actions] == [1]
+    assert [record.partition() for record, _ in turn.poison] == [1]
+    assert turn.marks == [(1, 100)]
+    assert turn.touched == {1}

@@ -8,7 +8,7 @@ from adapter import properties as prop
 from adapter.message import ReceivedMessage
 from adapter.transaction.envelope import TransactionStatus
 from adapter.v5 import Message, SendReceipt, Transaction, TransactionChecker, TransactionResolution
-from adapter.v5.exception import IllegalArgumentException
+from adapter.v5.exception import ClientException, IllegalArgumentException, IllegalStateException
 from adapter.v5.send_receipt import MessageQueue
 from adapter.v5.transaction import CheckAnswers, status_of
 
@@ -109,3 +109,49 @@ def test_a_transaction_without_a_sent_message_cannot_end() -> None:
     transaction.add_half_message(Message())
     with pytest.raises(IllegalArgumentException, match="must send half message"):
         transaction.rollback()
+
+
+class TimesOutOnce:
+    """A producer whose first end-transaction call fails as a timeout does: the decision may
+    or may not have reached Kafka."""
+
+    def __init__(self) -> None:
+        self.sent: list[TransactionResolution] = []
+
+    def _end_transaction(
+        self, _producer: object, _sent: object, resolution: TransactionResolution
+    ) -> None:
+        self.sent.append(resolution)
+        if len(self.sent) == 1:
+            raise ClientException("timed out waiting for Kafka's acknowledgement")
+
+
+def sent_transaction(producer: object) -> Transaction:
+    transaction = Transaction(producer=producer)  # type: ignore[arg-type]
+    message = Message()
+    message.message_id = "A"
+    transaction.add_half_message(message)
+    transaction.add_send_receipt(sent("A"))
+    transaction._bind(None, None)  # type: ignore[arg-type]
+    return transaction
+
+
+def test_a_commit_whose_outcome_is_unknown_cannot_be_followed_by_a_rollback() -> None:
+    producer = TimesOutOnce()
+    transaction = sent_transaction(producer)
+    with pytest.raises(ClientException, match="timed out"):
+        transaction.commit()
+    with pytest.raises(IllegalStateException, match="outcome is unknown"):
+        transaction.rollback()
+    assert producer.sent == [TransactionResolution.COMMIT], "no contradicting decision is sent"
+
+
+def test_a_commit_whose_outcome_is_unknown_may_be_sent_again() -> None:
+    producer = TimesOutOnce()
+    transaction = sent_transaction(producer)
+    with pytest.raises(ClientException):
+        transaction.commit()
+    transaction.commit()
+    assert producer.sent == [TransactionResolution.COMMIT, TransactionResolution.COMMIT]
+    with pytest.raises(IllegalStateException, match="already ended"):
+        transaction.commit()
