@@ -1,4 +1,5 @@
-"""The client under broker faults: a restart, and a broker frozen past the send timeout."""
+"""The clients under broker faults: a restart, a broker frozen past the send timeout, and a
+fast-path group cut off by a frozen broker."""
 
 from __future__ import annotations
 
@@ -6,10 +7,20 @@ from collections import Counter
 
 import pytest
 
-from adapter.client import SendStatus
+from adapter.client import Message, SendStatus, TransactionStatus
+from adapter.delay import DelayLevels
 from adapter.exceptions import ProducerSendSyncFailed
+from adapter.wire.records import TransactionDecision
 from tests.brokers import Broker, paused
-from tests.support import Recorder, committed_offsets, create_topic, send, wait_until
+from tests.support import (
+    Recorder,
+    committed_offsets,
+    create_topic,
+    init_system_topics,
+    read_committed,
+    send,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -64,3 +75,33 @@ def test_a_send_to_a_frozen_broker_fails_with_a_clear_error_and_works_after(
         send(producer, topic, "while frozen")
 
     assert send(producer, topic, "after the thaw").status == SendStatus.OK
+
+
+def test_a_fast_path_group_cut_off_by_a_frozen_broker_is_delivered_once_by_the_coordinator(
+    own_kafka: Broker, start_coordinator, make_transaction_producer, new_group
+) -> None:
+    """The group's flush times out while the broker is frozen, so the group is abandoned and
+    its decision handed to the coordinator as a plain END, while the group's own records (the
+    message and its delivered END) may still be in flight and land when the broker wakes. They
+    must never become visible: Kafka aborts their transaction (its timeout, or the lane's abort)
+    and fences a late append to it; only the coordinator delivers the message."""
+    init_system_topics(own_kafka.bootstrap, DelayLevels.parse())
+    topic = topic_on(own_kafka)
+    start_coordinator(own_kafka.bootstrap, transaction_timeout_ms=1500, check_interval_ms=1000)
+    producer = make_transaction_producer(
+        new_group("PG"), lambda _m: TransactionStatus.COMMIT, bootstrap=own_kafka.bootstrap
+    )
+    committer = producer._committer
+    assert committer is not None
+    warm_up = Message(topic)
+    warm_up.set_body(b"warm-up")
+    producer.send_message_in_transaction(warm_up, lambda *_: TransactionStatus.COMMIT)
+    assert producer.flush(60) == 0
+    message = Message(topic)
+    message.set_body(b"cut off")
+    sent = producer.send_half(message)
+    with paused(own_kafka):
+        producer.end_half(sent, TransactionDecision.COMMIT)  # taken by the open group
+        wait_until(lambda: committer.fell_back == 1, timeout=30, what="the group abandoned")
+    records = read_committed(own_kafka.bootstrap, topic, 2, timeout=90)
+    assert Counter(r.value() for r in records) == {b"warm-up": 1, b"cut off": 1}
