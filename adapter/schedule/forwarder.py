@@ -211,15 +211,19 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def _forward(self, entries: Sequence[Held]) -> int:
         # Topics asked by name: a broker creating topics on use creates them (autoCreateTopic).
         recalls = self._recalls.recalls if self._recalls is not None else {}
-        batch = plan_batch(
-            entries,
-            now_ms=self.clock.now_ms() + self.config.prepare_ahead_ms,
-            hops=self._hops,
-            recalled=recalls.__contains__,
-            doomed=self._doomed,
-            partitions=lambda topic: self.topics.count(topic, create=True),
-            lookup=self._lookup,
-        )
+        try:
+            batch = plan_batch(
+                entries,
+                now_ms=self.clock.now_ms() + self.config.prepare_ahead_ms,
+                hops=self._hops,
+                recalled=recalls.__contains__,
+                doomed=self._doomed,  # a reason is dropped once its record is committed
+                partitions=lambda topic: self.topics.count(topic, create=True),
+                lookup=self._lookup,
+            )
+        except BaseException:
+            self._heads.put_back(entries)  # nothing planned (a metadata request failed, ...)
+            raise
         self._heads.put_back(batch.put_back)
         for partition, (offset, topic) in batch.missing.items():
             why = self._missing.park_reason(partition, offset, topic, self.clock.now_ms())
@@ -247,6 +251,10 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             if not self._recover(exc, batch):
                 raise  # not about some records: the turn failed (Kafka unreachable, ...)
             return 0
+        except BaseException as exc:
+            self._heads.put_back(batch.entries)  # not committed: _transact ends with the commit
+            self.tx.fail(exc)
+            raise
         self._committed(batch)
         return len(batch.sends)
 
@@ -359,6 +367,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self.metrics.count(batch, self.clock.now_ms(), self._hops.label)
         for send in batch.sends:
             entry = send.entry
+            self._doomed.pop((entry.partition, entry.offset), None)
             if send.kind == "dropped" and entry.item.message_id is not None:
                 if self._recalls is not None:
                     self._recalls.forget(entry.item.message_id)

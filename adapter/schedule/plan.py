@@ -13,7 +13,7 @@ Known gaps: none known.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -134,7 +134,7 @@ def plan_batch(
     now_ms: int,
     hops: HopTable,
     recalled: Callable[[str], bool],
-    doomed: dict[tuple[int, int], str],
+    doomed: Mapping[tuple[int, int], str],
     partitions: Callable[[str], int],
     lookup: codec.SchemaSource | None = None,
 ) -> Batch:
@@ -149,7 +149,7 @@ def plan_batch(
         if entry.partition in batch.missing or entry.partition in batch.waiting:
             batch.put_back.append(entry)
             continue
-        reason = doomed.pop((entry.partition, entry.offset), None)
+        reason = doomed.get((entry.partition, entry.offset))
         item = entry.item
         if reason is None and item.deliver_ms is not None and item.message_id is not None:
             if recalled(item.message_id):

@@ -361,6 +361,36 @@ def test_a_commit_that_times_out_after_reaching_kafka_forwards_nothing_twice(
     assert bodies == [b"first", b"second"], "each once, in order"
 
 
+def test_records_taken_for_a_batch_are_forwarded_after_a_failed_metadata_lookup(
+    clock_kafka: str, make_producer
+) -> None:
+    topic = create_topic(clock_kafka, partitions=1)
+    producer = make_producer(bootstrap=clock_kafka)
+    producer.send_sync(delayed(topic, "first", 1))
+    producer.send_sync(delayed(topic, "second", 1))
+    clock = ManualClock()
+    forwarder = on_a_manual_clock(clock_kafka, clock)
+    count = forwarder.topics.count
+
+    def times_out_once(topic: str, *, create: bool = False) -> int:
+        # The batch's records are taken from memory, then the real topic's partition count
+        # cannot be read (a metadata request that timed out).
+        forwarder.topics.count = count  # type: ignore[method-assign]
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "metadata timed out"))
+
+    try:
+        forwarder.drain()
+        clock.advance(2_000)
+        forwarder.topics.count = times_out_once  # type: ignore[method-assign]
+        with pytest.raises(KafkaException, match="metadata timed out"):
+            forwarder.drain()
+        forwarder.drain()
+    finally:
+        forwarder.close()
+    bodies = [r.value() for r in read_committed(clock_kafka, topic, 2)]
+    assert bodies == [b"first", b"second"], "each once, in order"
+
+
 def test_a_delayed_message_whose_topic_never_appears_is_parked_after_a_grace_and_the_level_goes_on(
     clock_kafka: str, make_producer
 ) -> None:

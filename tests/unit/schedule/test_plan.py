@@ -109,7 +109,9 @@ def test_a_record_no_retry_can_deliver_is_parked_with_the_reason_it_was_refused(
     batch = plan([entry(0, 3, parked_record("Orders"))], doomed, counts(Orders=1))
     [send] = batch.sends
     assert (send.topic, send.reason) == (POISON, "refused: Broker: Message size too large")
-    assert doomed == {}, "the verdict is used once"
+    assert doomed == {(0, 3): "refused: Broker: Message size too large"}, (
+        "the verdict stays until the parking is committed: a failed transaction parks it again"
+    )
 
 
 # -- timers -------------------------------------------------------------------------------------
