@@ -10,7 +10,8 @@ Environment (read by ``from_env``, never at import):
   ``set_name_server_address``.
 - ``RMQ_ADAPTER_KAFKA_<KEY>``: any librdkafka setting, the key upper-cased with ``.`` written
   as ``_`` (``RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL`` sets ``security.protocol``). This
-  is the escape hatch for security and tuning; librdkafka rejects unknown keys at start.
+  is the escape hatch for security and tuning: a key librdkafka does not know is ignored with
+  a warning, and one the exactly-once delivery depends on is refused (:mod:`adapter.kafka_env`).
 - ``RMQ_ADAPTER_FAST_COMMIT``: ``0`` sends a transactional producer's decisions through the
   coordinator instead of committing them in the producer's own Kafka transactions.
 
@@ -30,10 +31,12 @@ from typing import Any, ClassVar
 from adapter import naming
 from adapter.delay import DEFAULT_LEVELS, DelayLevels
 from adapter.exceptions import ConfigError
+from adapter.kafka_env import ENV_KAFKA_PREFIX as ENV_KAFKA_PREFIX
+from adapter.kafka_env import kafka_overrides as kafka_overrides
+from adapter.kafka_env import librdkafka_overrides, refuse_exactly_once_override
 
 ENV_PREFIX = "RMQ_ADAPTER_"
 ENV_BOOTSTRAP = ENV_PREFIX + "BOOTSTRAP"
-ENV_KAFKA_PREFIX = ENV_PREFIX + "KAFKA_"
 ENV_FAST_COMMIT = ENV_PREFIX + "FAST_COMMIT"
 
 DEFAULT_SEND_TIMEOUT_MS = 3000
@@ -86,37 +89,38 @@ def fast_commit_from_env(environ: Mapping[str, str] | None = None) -> bool:
     return env.get(ENV_FAST_COMMIT, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def kafka_overrides(environ: Mapping[str, str]) -> dict[str, str]:
-    """``RMQ_ADAPTER_KAFKA_<KEY>`` settings as librdkafka keys (``security.protocol``, ...)."""
-    extra = {}
-    for name, value in environ.items():
-        if name.startswith(ENV_KAFKA_PREFIX) and len(name) > len(ENV_KAFKA_PREFIX):
-            key = name[len(ENV_KAFKA_PREFIX) :].lower().replace("_", ".")
-            extra[key] = value
-    return extra
+class NoBootstrapError(ConfigError):
+    """Neither the code nor ``RMQ_ADAPTER_BOOTSTRAP`` names the Kafka bootstrap servers."""
 
 
 @dataclass(frozen=True, slots=True)
 class KafkaSettings:
-    """Where Kafka is and any extra librdkafka settings."""
+    """Where Kafka is and any extra librdkafka settings (never one the adapter's exactly-once
+    delivery depends on: :data:`adapter.kafka_env.EXACTLY_ONCE`)."""
 
     bootstrap_servers: str
     extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for key in self.extra:
+            refuse_exactly_once_override(key, f"the Kafka setting {key!r}")
 
     @classmethod
     def from_env(
         cls, bootstrap: str | None = None, environ: Mapping[str, str] | None = None
     ) -> KafkaSettings:
+        """The servers from the code or ``RMQ_ADAPTER_BOOTSTRAP``, and the librdkafka settings
+        of the ``RMQ_ADAPTER_KAFKA_*`` variables (:mod:`adapter.kafka_env`)."""
         env = os.environ if environ is None else environ
         servers = bootstrap or env.get(ENV_BOOTSTRAP, "")
         if not servers:
-            raise ConfigError(
+            raise NoBootstrapError(
                 "no Kafka bootstrap servers: call set_name_server_address('host:port') "
                 f"or set {ENV_BOOTSTRAP}"
             )
         # RocketMQ name-server lists are ';'-separated; Kafka's are ','-separated.
         servers = ",".join(s.strip() for s in servers.replace(";", ",").split(",") if s.strip())
-        return cls(servers, kafka_overrides(env))
+        return cls(servers, librdkafka_overrides(env))
 
     def librdkafka(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}

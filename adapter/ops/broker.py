@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import os
 import random
 import shutil
@@ -24,6 +25,7 @@ import signal
 import socket
 import subprocess
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +34,12 @@ import tenacity
 from adapter.exceptions import BrokerError, KafkaUnavailableError
 from adapter.kafka import clients
 
-ENV_JARS = "RMQ_ADAPTER_KAFKA_JARS"
+log = logging.getLogger("adapter.broker")
+
+ENV_JARS = "RMQ_ADAPTER_BROKER_JARS"
+"""Where the Kafka jars are (default: ``infra/.jars/kafka`` of the checkout)."""
+OLD_ENV_JARS = "RMQ_ADAPTER_KAFKA_JARS"
+"""The jars' old name, read with a warning: ``RMQ_ADAPTER_KAFKA_*`` are librdkafka settings."""
 DEFAULT_PORT = 9092
 PID_FILE = "broker.pid"
 ADDRESS_FILE = "broker.address"
@@ -60,8 +67,14 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def default_jars_dir() -> Path:
-    return Path(os.environ.get(ENV_JARS) or repo_root() / "infra" / ".jars" / "kafka")
+def default_jars_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``RMQ_ADAPTER_BROKER_JARS``, else the checkout's ``infra/.jars/kafka``."""
+    env = os.environ if environ is None else environ
+    configured = env.get(ENV_JARS)
+    if not configured and env.get(OLD_ENV_JARS):
+        log.warning("%s is deprecated: name the jars' directory %s", OLD_ENV_JARS, ENV_JARS)
+        configured = env[OLD_ENV_JARS]
+    return Path(configured) if configured else repo_root() / "infra" / ".jars" / "kafka"
 
 
 @dataclass(frozen=True, slots=True)

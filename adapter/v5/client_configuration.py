@@ -25,8 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from adapter.config import KafkaSettings
-from adapter.exceptions import ConfigError
+from adapter.config import KafkaSettings, NoBootstrapError
 from adapter.v5.exception import IllegalArgumentException, UnsupportedException
 
 __all__ = ["ClientConfiguration", "Credentials", "kafka_settings"]
@@ -144,7 +143,7 @@ def kafka_settings(
     env = os.environ if environ is None else environ
     try:
         from_env = KafkaSettings.from_env(configuration.bootstrap_servers or None, env)
-    except ConfigError as exc:
+    except NoBootstrapError as exc:
         raise IllegalArgumentException(
             "no Kafka bootstrap servers: give ClientConfiguration endpoints "
             "('host:port;host:port') or set RMQ_ADAPTER_BOOTSTRAP"

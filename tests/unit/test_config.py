@@ -11,6 +11,7 @@ from adapter.config import (
     ProducerConfig,
 )
 from adapter.exceptions import ConfigError
+from adapter.kafka import clients
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -84,3 +85,59 @@ def test_a_new_cluster_id_never_starts_with_a_dash() -> None:
 def test_a_prepare_ahead_outside_0_to_1000_ms_is_refused(ahead: int) -> None:
     with pytest.raises(ConfigError, match="prepare-ahead must be 0 to 1000 ms"):
         ForwarderConfig(KafkaSettings("127.0.0.1:9092"), prepare_ahead_ms=ahead)
+
+
+def test_variables_that_only_share_the_prefix_are_ignored_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Kubernetes injects RMQ_ADAPTER_KAFKA_PORT (and _SERVICE_HOST, ...) for a Service named
+    # rmq-adapter-kafka; the product's own RMQ_ADAPTER_KAFKA_JARS shared the prefix too.
+    env = {
+        "RMQ_ADAPTER_KAFKA_PORT": "tcp://10.0.0.7:9092",
+        "RMQ_ADAPTER_KAFKA_SERVICE_HOST": "10.0.0.7",
+        "RMQ_ADAPTER_KAFKA_JARS": "/opt/kafka/libs",
+        "RMQ_ADAPTER_KAFKA_LINGER_MS": "7",
+    }
+    for _ in range(3):
+        settings = KafkaSettings.from_env("127.0.0.1:9", env)
+    assert dict(settings.extra) == {"linger.ms": "7"}
+    producer = clients.producer(ProducerConfig(settings, "G").librdkafka())  # starts
+    producer.flush(0)
+    warned = [
+        r.getMessage() for r in caplog.records if "not a librdkafka setting" in r.getMessage()
+    ]
+    assert len(warned) == 3, warned
+    assert all(name in " ".join(warned) for name in env if not name.endswith("LINGER_MS"))
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ISOLATION_LEVEL", "read_uncommitted"),
+        ("ENABLE_AUTO_COMMIT", "true"),
+        ("AUTO_COMMIT_ENABLE", "true"),
+        ("ENABLE_AUTO_OFFSET_STORE", "true"),
+        ("ENABLE_IDEMPOTENCE", "false"),
+        ("TRANSACTIONAL_ID", "mine"),
+        ("ACKS", "1"),
+        ("GROUP_ID", "shared"),
+    ],
+)
+def test_a_setting_exactly_once_depends_on_is_refused_at_start(variable: str, value: str) -> None:
+    name = f"RMQ_ADAPTER_KAFKA_{variable}"
+    with pytest.raises(ConfigError, match=f"{name}.*exactly-once"):
+        KafkaSettings.from_env("127.0.0.1:9", {name: value})
+
+
+def test_a_5x_client_refuses_such_a_setting_for_what_it_is_not_as_missing_servers() -> None:
+    from adapter.v5 import ClientConfiguration, Credentials
+    from adapter.v5.client_configuration import kafka_settings
+
+    configuration = ClientConfiguration("127.0.0.1:9", Credentials())
+    with pytest.raises(ConfigError, match="RMQ_ADAPTER_KAFKA_ISOLATION_LEVEL would override"):
+        kafka_settings(configuration, environ={"RMQ_ADAPTER_KAFKA_ISOLATION_LEVEL": "x"})
+
+
+def test_settings_given_in_code_may_not_override_exactly_once_either() -> None:
+    with pytest.raises(ConfigError, match="'enable.idempotence'.*exactly-once"):
+        KafkaSettings("127.0.0.1:9", {"enable.idempotence": "false"})

@@ -56,3 +56,14 @@ def test_counts_read_as_english() -> None:
     assert plural(1, "partition") == "1 partition"
     assert plural(8, "partition") == "8 partitions"
     assert plural(0, "partition") == "0 partitions"
+
+
+def test_a_command_refuses_a_setting_exactly_once_depends_on_in_one_line() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["status", "--bootstrap", "127.0.0.1:1", "--timeout", "1"],
+        env={"RMQ_ADAPTER_KAFKA_ENABLE_AUTO_COMMIT": "true"},
+    )
+    assert result.exit_code == 1
+    [line] = result.output.strip().splitlines()
+    assert line.startswith("Error: RMQ_ADAPTER_KAFKA_ENABLE_AUTO_COMMIT would override")
