@@ -51,6 +51,7 @@ EXACTLY_ONCE: Mapping[str, str] = {
 }
 """The librdkafka settings the adapter sets itself, and what each keeps true."""
 
+_NOT_A_SETTING = ("No such configuration property", "Java JAAS configuration")
 _PROBE_KEY, _PROBE_SPARE = "batch.num.messages", "queue.buffering.max.messages"
 
 
@@ -77,7 +78,9 @@ def is_librdkafka_setting(key: str) -> bool:
     try:
         Producer({key: "1", spare: "not a number"})
     except KafkaException as exc:
-        return "No such configuration property" not in exc.args[0].str()
+        refusal = exc.args[0].str()
+        # "Java JAAS configuration is not supported": a name for Spark's Java client.
+        return not any(words in refusal for words in _NOT_A_SETTING)
     except (TypeError, ValueError):  # the Python wrapper's own keys (callbacks, ...)
         return False
     return True  # not expected (the spare is refused); the key was accepted
