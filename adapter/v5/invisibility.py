@@ -27,9 +27,13 @@ released.
 Pure: no Kafka, time from an injected :class:`~adapter.clock.Clock`. Not thread-safe; the shell
 holds a lock around it.
 
+The book remembers how often each record went back unseen (past its lock, or beyond what
+could be handed out in time): Kafka counts those fetches, RocketMQ counts an attempt only when
+the application gets the message, so the shell takes them off Kafka's delivery count.
+
 Known gaps (the shell's README section has the whole list): the longest invisible duration is
-the lock duration minus ``HEADROOM_S``; a record fetched but released unseen (past its lock, or
-beyond what could be handed out in time) comes back with its delivery count raised.
+the lock duration minus ``HEADROOM_S``; the unseen releases are remembered by this process
+only (another consumer of the group that fetches the record counts them as attempts).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ HEADROOM_S = 3.0
 margin): the longest invisible duration accepted is the lock duration minus this."""
 MIN_HOLD_S = 1.0
 """A waiting record with less lock than this left is released rather than handed out."""
+UNSEEN_KEPT = 100_000
+"""Records whose unseen releases the book remembers (the oldest are forgotten first)."""
 
 
 class FetchWindow:
@@ -102,6 +108,8 @@ class Lease(Generic[T]):
     member: Hashable
     record: T
     lock_until: float
+    name: str = ""
+    """The record's stable name (its topic, partition and offset), the same at every fetch."""
     deadline: float | None = None
 
     @property
@@ -119,6 +127,8 @@ class InvisibilityBook(Generic[T]):
         self._clock = clock
         self._leases: dict[str, Lease[T]] = {}
         self._serial = itertools.count(1)
+        self._unseen: dict[str, int] = {}
+        """Times each record went back to the group unseen, by name, until it is settled."""
 
     @property
     def lock_s(self) -> float:
@@ -156,7 +166,7 @@ class InvisibilityBook(Generic[T]):
         until = locked_since + self._lock_s - MARGIN_S
         added = []
         for name, record in records:
-            lease = Lease(f"{name}#{next(self._serial)}", member, record, until)
+            lease = Lease(f"{name}#{next(self._serial)}", member, record, until, name)
             self._leases[lease.handle] = lease
             added.append(lease)
         return added
@@ -196,7 +206,17 @@ class InvisibilityBook(Generic[T]):
         """Take a handed-out record out of the book (to ack it); as :meth:`get` when unknown."""
         lease = self.get(handle)
         del self._leases[lease.handle]
+        self.forget(lease.name)
         return lease
+
+    def unseen(self, name: str) -> int:
+        """How often the record named ``name`` went back to the group without being handed
+        out (Kafka counted those fetches; RocketMQ would not count them as attempts)."""
+        return self._unseen.get(name, 0)
+
+    def forget(self, name: str) -> None:
+        """The record named ``name`` is settled for good (acked, filtered, dead-lettered)."""
+        self._unseen.pop(name, None)
 
     def change(self, handle: str | None, invisible_s: float) -> Lease[T]:
         """Make a handed-out record invisible for ``invisible_s`` from now; refused, and the
@@ -228,6 +248,10 @@ class InvisibilityBook(Generic[T]):
         ]
         for lease in going:
             del self._leases[lease.handle]
+            if lease.deadline is None:
+                self._unseen[lease.name] = self._unseen.get(lease.name, 0) + 1
+        while len(self._unseen) > UNSEEN_KEPT:  # records another consumer settled
+            del self._unseen[next(iter(self._unseen))]
         return going
 
     def next_due(self) -> float | None:

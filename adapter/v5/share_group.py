@@ -8,10 +8,10 @@ share group (KIP-932):
   messages, as the 2.0 consumer does; Kafka's default is *latest*),
   ``share.isolation.level=read_committed`` (only committed transactional messages; librdkafka
   has no client-side isolation level for share consumers), ``share.record.lock.duration.ms``
-  (the ceiling of every invisible duration) and ``share.delivery.count.limit`` = max attempts
-  + 2 (:func:`attempts_and_limit`: the client sees the delivery past the last attempt and
-  moves it to ``%DLQ%<group>`` before the broker would archive it, with one more delivery to
-  spare if it dies meanwhile);
+  (the ceiling of every invisible duration) and ``share.delivery.count.limit``, the broker's
+  most (:func:`attempts_and_limit`: the client counts only the deliveries it hands out, sees
+  the delivery past the last attempt and moves it to ``%DLQ%<group>`` before the broker would
+  archive it, with one more delivery to spare if it dies meanwhile);
 - :func:`broker_limits` reads the broker's bounds on those two (``group.share.max.*``);
 - :class:`Member` is one ``confluent_kafka.ShareConsumer`` in explicit acknowledgement mode.
   librdkafka refuses a poll while a record of the previous one is unacknowledged, so a member
@@ -36,6 +36,7 @@ import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, ConsumerGroupType, KafkaError, KafkaException
@@ -57,16 +58,21 @@ from adapter.v5.invisibility import FetchWindow
 __all__ = [
     "BrokerLimits",
     "Member",
+    "Verdict",
     "attempts_and_limit",
     "broker_limits",
     "configure_group",
     "group_in_the_way",
+    "judge_delivery",
 ]
 
 log = logging.getLogger("adapter.v5")
 
 FETCH_WAIT_S = 0.5
 """The longest a share fetch waits at the broker for records (``fetch.wait.max.ms``)."""
+POLL_RECORDS = 32
+"""The most records a poll asks Kafka for (``max.poll.records``; the 5.x push consumer's
+receive batch). Kafka 4.3 acquires whole record batches, so a fetch may bring more."""
 ACCEPT = AcknowledgeType.ACCEPT
 RELEASE = AcknowledgeType.RELEASE
 
@@ -111,15 +117,17 @@ ROCKETMQ_MAX_ATTEMPTS = 17
 def attempts_and_limit(broker_max_count: int, asked: int | None) -> tuple[int, int]:
     """The group's max attempts and the share group's ``share.delivery.count.limit``.
 
-    The limit leaves two deliveries beyond the attempts where the broker allows it: the first
-    is moved to the dead-letter topic, the second is there in case the consumer died while
-    moving it (past the limit the broker archives a record, which would lose it). Without
-    ``asked``: RocketMQ's 17, or as many as the broker allows with the two spare. ``asked``
-    may take the second spare delivery (warned); more is refused (``ValueError``).
+    The limit is the most the broker allows: Kafka counts every fetch of a record, also the
+    fetches the client releases unseen (:func:`judge_delivery` does not count those), so the
+    limit needs room beyond the attempts. The attempts leave at least two deliveries below
+    the limit where the broker allows it: the first is moved to the dead-letter topic, the
+    second is there in case the consumer died while moving it (past the limit the broker
+    archives a record, which would lose it). Without ``asked``: RocketMQ's 17, or as many as
+    the broker allows with the two spare. ``asked`` may take the second spare delivery
+    (warned); more is refused (``ValueError``).
     """
     if asked is None:
-        attempts = max(1, min(ROCKETMQ_MAX_ATTEMPTS, broker_max_count - 2))
-        return attempts, min(attempts + 2, broker_max_count)
+        return max(1, min(ROCKETMQ_MAX_ATTEMPTS, broker_max_count - 2)), broker_max_count
     if asked < 1:
         raise ValueError(f"max_attempts must be 1 or more, got {asked}")
     if asked + 1 > broker_max_count:
@@ -128,7 +136,32 @@ def attempts_and_limit(broker_max_count: int, asked: int | None) -> tuple[int, i
             f"{broker_max_count - 1} (group.share.max.delivery.count.limit {broker_max_count}, "
             "less one delivery to move a message to the dead-letter topic)"
         )
-    return asked, min(asked + 2, broker_max_count)
+    return asked, broker_max_count
+
+
+class Verdict(Enum):
+    """What a fetched record is for (:func:`judge_delivery`)."""
+
+    DELIVER = "deliver"
+    LAST = "last"
+    """Handed out, but moved to the dead-letter topic instead of going back to the group:
+    Kafka's delivery count limit allows one fetch more, kept in case the consumer dies."""
+    DEAD = "dead"
+    """Moved to the dead-letter topic unseen."""
+
+
+def judge_delivery(
+    *, kafka_count: int, unseen: int, max_attempts: int, limit: int
+) -> tuple[int, Verdict]:
+    """This fetch's attempt and what to do with it. RocketMQ counts an attempt only when a
+    message is delivered to the application: the fetches this consumer released unseen
+    (``unseen``) are not attempts, though Kafka's delivery count (``kafka_count``) has them."""
+    attempt = max(1, kafka_count - unseen)
+    if attempt > max_attempts or kafka_count >= limit:
+        return attempt, Verdict.DEAD
+    if kafka_count >= limit - 1:
+        return attempt, Verdict.LAST
+    return attempt, Verdict.DELIVER
 
 
 def group_in_the_way(admin: AdminClient, group: str, timeout_s: float) -> str | None:
@@ -206,6 +239,7 @@ class Member:
             "client.id": f"{client_id}#{index}",
             "share.acknowledgement.mode": "explicit",
             "fetch.wait.max.ms": int(FETCH_WAIT_S * 1000),
+            "max.poll.records": POLL_RECORDS,
             # A member holding records does not poll until they are settled (at most a lock).
             "max.poll.interval.ms": max(300_000, 2 * lock_ms),
         }

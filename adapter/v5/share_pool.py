@@ -48,7 +48,7 @@ from adapter.v5.exception import (
 )
 from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, MARGIN_S, InvisibilityBook, Lease
 from adapter.v5.message import Message
-from adapter.v5.share_group import ACCEPT, RELEASE, Member
+from adapter.v5.share_group import ACCEPT, RELEASE, Member, Verdict, judge_delivery
 
 __all__ = ["Fetched", "SharePool"]
 
@@ -65,11 +65,23 @@ Filters = Callable[[], Mapping[str, TagFilter]]
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
-    """A record a member holds, with the 2.0 view of it and Kafka's delivery count."""
+    """A record a member holds, with the 2.0 view of it and its attempt."""
 
     record: KafkaRecord
     received: ReceivedMessage
     attempt: int
+    """Kafka's delivery count less the fetches this consumer released unseen."""
+    kafka_count: int = 1
+    last: bool = False
+    """The last delivery Kafka's limit leaves: it ends in the dead-letter topic, unless acked."""
+
+
+@dataclass(frozen=True, slots=True)
+class _DeadLetter:
+    name: str
+    fetched: Fetched
+    lock_until: float
+    reason: str
 
 
 def received(record: KafkaRecord, attempt: int) -> ReceivedMessage:
@@ -101,6 +113,7 @@ class SharePool:
         client_id: str,
         lock_ms: int,
         max_attempts: int,
+        delivery_limit: int,
         max_consumers: int,
         send_back: SendBack,
         filters: Filters,
@@ -111,6 +124,7 @@ class SharePool:
         self._kafka, self._group, self._client_id = kafka, group, client_id
         self._lock_ms = lock_ms
         self._max_attempts = max_attempts
+        self._limit = delivery_limit
         self._max_consumers = max(1, max_consumers)
         self._send_back = send_back
         self._filters = filters
@@ -119,8 +133,8 @@ class SharePool:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._members: dict[int, Member] = {}
-        self._dead: dict[int, list[tuple[Fetched, float]]] = {}
-        """Records to move to the dead-letter topic, by member, with the end of their lock."""
+        self._dead: dict[Any, list[_DeadLetter]] = {}
+        """Records to move to the dead-letter topic, by member."""
         self._stopping = threading.Event()
         self._closing = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name=f"reap-{group}", daemon=True)
@@ -228,30 +242,53 @@ class SharePool:
     def _poll(self, member: Member, timeout_s: float) -> None:
         filters = dict(self._filters())
         records, locked_since = member.poll(timeout_s, list(filters))
+        lock_until = locked_since + self.book.lock_s - MARGIN_S
+        names = [f"{r.topic()}:{r.partition()}:{r.offset()}" for r in records]
+        with self._lock:
+            unseen = [self.book.unseen(name) for name in names]
         keep: list[tuple[str, Fetched]] = []
-        settle, dead = [], []
-        for record in records:
-            attempt = int(record.delivery_count() or 1)
-            fetched = Fetched(record, received(record, attempt), attempt)
+        settle, dead, settled = [], [], []
+        for record, name, released in zip(records, names, unseen, strict=True):
+            count = int(record.delivery_count() or 1)
+            attempt, verdict = judge_delivery(
+                kafka_count=count, unseen=released, max_attempts=self._max_attempts,
+                limit=self._limit,
+            )  # fmt: skip
+            fetched = Fetched(record, received(record, attempt), attempt, count)
             tag_filter = filters.get(str(record.topic()))
             if tag_filter is None:  # unsubscribed meanwhile: for the group's other consumers
                 settle.append((record, RELEASE))
-            elif attempt > self._max_attempts:
+            elif verdict is Verdict.DEAD:
                 # Dead-lettered as its last failed delivery, as the 2.0 send-back does.
-                dead.append(Fetched(record, received(record, attempt - 1), attempt))
+                fetched = Fetched(record, received(record, attempt - 1), attempt, count)
+                why = self._why(fetched, seen=False)
+                dead.append(_DeadLetter(name, fetched, lock_until, why))
             elif not tag_filter.matches(fetched.received.properties.get(prop.TAGS)):
                 settle.append((record, ACCEPT))  # filtered out: consumed, as RocketMQ skips it
+                settled.append(name)
             else:
-                keep.append((f"{record.topic()}:{record.partition()}:{record.offset()}", fetched))
+                last = verdict is Verdict.LAST
+                keep.append((name, Fetched(record, fetched.received, attempt, count, last)))
         with self._lock:
             self.book.fetched(member.index, keep, locked_since)
+            for name in settled:
+                self.book.forget(name)
             if dead:
-                lock_until = locked_since + self.book.lock_s - MARGIN_S
-                self._dead[member.index] = [(fetched, lock_until) for fetched in dead]
+                self._dead[member.index] = dead
         if dead:
             self._dead_letters(member)
         if settle:
             member.settle(settle, self._timeout_s)
+
+    def _why(self, fetched: Fetched, *, seen: bool) -> str:
+        """Why ``fetched`` goes to the dead-letter topic (``seen``: this delivery included)."""
+        shown = fetched.attempt if seen else fetched.attempt - 1
+        if shown >= self._max_attempts:
+            return f"delivered {shown} times without an ack (max attempts {self._max_attempts})"
+        return (
+            f"delivered {shown} times without an ack; Kafka fetched it {fetched.kafka_count} "
+            f"times, and the group's delivery count limit ({self._limit}) leaves no more"
+        )
 
     def _dead_letters(self, member: Member) -> None:
         """Copy the member's over-the-limit records to ``%DLQ%<group>``, then accept them; one
@@ -261,15 +298,12 @@ class SharePool:
         with self._lock:
             dead = list(self._dead.get(member.index, []))
         done = []
-        for fetched, lock_until in dead:
+        for letter in dead:
+            fetched = letter.fetched
             try:
-                self._send_back.dead_letter(
-                    fetched.received,
-                    f"delivered {fetched.attempt - 1} times without an ack "
-                    f"(max attempts {self._max_attempts})",
-                )
+                self._send_back.dead_letter(fetched.received, letter.reason)
             except (AdapterError, KafkaException, IllegalStateException) as exc:
-                if self._clock.monotonic() < lock_until:
+                if self._clock.monotonic() < letter.lock_until:
                     log.error(
                         "group %s: could not move %s to the dead-letter topic (%s); trying "
                         "again", self._group, fetched.received.id, exc,
@@ -282,11 +316,13 @@ class SharePool:
                 )  # fmt: skip
             else:
                 member.settle([(fetched.record, ACCEPT)], self._timeout_s)
-            done.append(fetched)
+            done.append(letter)
         with self._lock:
-            left = [d for d in self._dead.pop(member.index, []) if d[0] not in done]
+            left = [d for d in self._dead.pop(member.index, []) if d not in done]
             if left:
                 self._dead[member.index] = left
+            for letter in done:
+                self.book.forget(letter.name)
 
     def _reap(self) -> None:
         """Release every record whose invisible duration ended (and waiting ones whose lock
@@ -301,7 +337,22 @@ class SharePool:
 
     def _reap_once(self) -> None:
         with self._lock:
-            due = self.book.due()
+            due = []
+            for lease in self.book.due():
+                if lease.record.last:  # Kafka's limit leaves no more: a dead letter
+                    fetched = lease.record
+                    if not lease.handed_out:
+                        fetched = Fetched(
+                            fetched.record,
+                            received(fetched.record, fetched.attempt - 1),
+                            fetched.attempt,
+                            fetched.kafka_count,
+                        )
+                    why = self._why(fetched, seen=lease.handed_out)
+                    letter = _DeadLetter(lease.name, fetched, lease.lock_until, why)
+                    self._dead.setdefault(lease.member, []).append(letter)
+                else:
+                    due.append(lease)
             nearest = self.book.next_due()
             dead = [
                 self._members[i] for i, left in self._dead.items() if left and not

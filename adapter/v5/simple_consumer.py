@@ -22,8 +22,10 @@ lock duration less 3 s, and ``change_invisible_duration`` cannot go past the loc
 when it handed the message over (both refused with ``BadRequestException``); a message held
 by a process that dies comes back as soon as Kafka sees its connection close (or its lock or
 session ends), which may be before its invisible duration; max attempts default to what the
-broker allows (8 on Kafka's defaults, not 17); a record fetched but never handed out may come
-back with its attempt counted; ``shutdown()`` waits for held messages to be acked or come
+broker allows (8 on Kafka's defaults, not 17); Kafka acquires whole record batches, so a
+slow receiver's records may go back unseen, and one Kafka fetched as often as the group's
+delivery count limit allows goes to the dead-letter topic however few times it was shown
+(the reason says so); ``shutdown()`` waits for held messages to be acked or come
 back; the receipt handle does not change on ``change_invisible_duration``; FIFO order is not
 kept; a Kafka consumer group's name (a 2.0 ``PushConsumer``'s) cannot be a
 ``SimpleConsumer``'s group.
@@ -182,7 +184,8 @@ class SimpleConsumer:
         self._callbacks = ThreadPoolExecutor(32, thread_name_prefix="v5-simple-consumer")
         self._pool = SharePool(
             kafka=kafka, group=self._group, client_id=self._client_id, lock_ms=lock_ms,
-            max_attempts=self._max_attempts, max_consumers=self._max_consumers,
+            max_attempts=self._max_attempts, delivery_limit=count_limit,
+            max_consumers=self._max_consumers,
             send_back=self._send_back, filters=self._filters, timeout_s=timeout_s,
             clock=self._clock,
         )  # fmt: skip

@@ -33,6 +33,14 @@ def message(topic: str, body: bytes, tag: str | None = None) -> Message:
     return out
 
 
+def dead_letters(bootstrap: str, group: str) -> list[object]:
+    """The records of the group's dead-letter topic (none while it does not exist)."""
+    dlq = naming.kafka_topic(naming.dlq_topic(group))
+    if dlq not in clients.admin({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics:
+        return []
+    return list(read_committed(bootstrap, naming.dlq_topic(group), expected=0, timeout=5))
+
+
 def receive_one(consumer: SimpleConsumer, invisible_s: float, timeout: float = 30) -> Message:
     """The next message the consumer receives (failing the test after ``timeout``)."""
     got = wait_until(lambda: consumer.receive(1, invisible_s), timeout=timeout, what="a message")
@@ -272,6 +280,36 @@ def test_a_message_with_binary_headers_past_its_max_attempts_reaches_the_dlq_wit
     assert dead.value() == b"binary"
     assert (kept["kafka_dlt-original-offset"], kept["TAGS"]) == (spring, b"\xfe")
     assert kept["rmq.dlq_reason"] == b"delivered 1 times without an ack (max attempts 1)"
+
+
+@pytest.mark.timeout(120)
+def test_one_message_a_second_from_a_backlog_of_2000_none_is_dead_lettered_unseen(
+    make_simple_consumer: MakeSimpleConsumer, new_topic, new_group, system_topics: str
+) -> None:
+    """Kafka acquires whole record batches (here one of 2,000), so most records of a fetch go
+    back unseen when their lock ends, and Kafka counts each fetch. Over three 15 s locks, with
+    at most 2 attempts, none may reach the dead-letter topic and each shown is a first
+    delivery."""
+    topic, group = new_topic(1), new_group()
+    raw = clients.producer({"bootstrap.servers": system_topics, "linger.ms": 50})
+    for n in range(2000):
+        raw.produce(naming.kafka_topic(topic), f"m{n}".encode())
+    assert raw.flush(30) == 0
+    consumer = make_simple_consumer(group, {topic: EVERYTHING}, max_attempts=2)
+
+    attempts: list[int] = []
+    deadline = time.monotonic() + 3 * LOCK_S + 5
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        for got in consumer.receive(1, 5):
+            attempts.append(got.delivery_attempt or 0)
+            consumer.ack(got)
+        time.sleep(max(0.0, 1 - (time.monotonic() - started)))
+
+    print(f"received {len(attempts)}, attempts shown {sorted(set(attempts))}")
+    assert len(attempts) >= 20
+    assert set(attempts) == {1}, "each message received was a first delivery"
+    assert dead_letters(system_topics, group) == [], "nothing was dead-lettered unseen"
 
 
 def test_shutdown_waits_for_a_held_message_which_can_still_be_acked(

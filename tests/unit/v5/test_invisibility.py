@@ -223,3 +223,21 @@ def test_a_new_subscription_may_fetch_at_once() -> None:
     window.subscribed(125.0)
 
     assert window.poll_started(130.0) == 125.0
+
+
+def test_a_record_released_unseen_is_remembered_until_it_is_settled() -> None:
+    clock = ManualClock()
+    book = book_with("t:0:1", "t:0:2", clock=clock)
+    [handed] = book.hand_out(1, 5)
+    book.settle(handed.handle)
+    clock.advance(int((LOCK_S - MARGIN_S - MIN_HOLD_S) * 1000) + 1)
+
+    [unseen] = book.due()
+
+    assert not unseen.handed_out
+    assert (book.unseen("t:0:1"), book.unseen("t:0:2")) == (0, 1)
+    book.fetched("member-0", [("t:0:2", "t:0:2")], clock.monotonic())
+    [again] = book.hand_out(1, 5)
+    assert book.unseen("t:0:2") == 1, "handing it out changes nothing; settling it does"
+    book.settle(again.handle)
+    assert book.unseen("t:0:2") == 0
