@@ -56,7 +56,14 @@ class Burst:
     background. Each whose local transaction ran commits and is remembered in ``committed``,
     which the checker answers from, as the application's database would."""
 
-    def __init__(self, cluster: KafkaCluster, start_coordinator, make_producer, count: int):  # type: ignore[no-untyped-def]
+    def __init__(
+        self,
+        cluster: KafkaCluster,
+        start_coordinator,
+        make_producer,
+        count: int,
+        half_partition: int | None = None,
+    ):  # type: ignore[no-untyped-def]
         start_coordinator(bootstrap=cluster.bootstrap, **FAST)
         self.topic = create_topic(cluster.bootstrap, partitions=2)
         self.committed: set[str] = set()
@@ -66,6 +73,8 @@ class Burst:
             lambda m: COMMIT if m.body.decode() in self.committed else ROLLBACK,
             bootstrap=cluster.bootstrap,
         )
+        if half_partition is not None:
+            self._producer._half_at = half_partition  # its half messages, and END records
         self._thread = in_background(lambda: self._send(count))
 
     def _commit_locally(self, msg, _args) -> TransactionStatus:  # type: ignore[no-untyped-def]
@@ -92,8 +101,11 @@ class Burst:
 
 @pytest.fixture
 def burst(cluster: KafkaCluster, start_coordinator, make_transaction_producer):  # type: ignore[no-untyped-def]
-    """Factory: ``burst(count)`` starts a coordinator and a transactional burst."""
-    return lambda count: Burst(cluster, start_coordinator, make_transaction_producer, count)
+    """Factory: ``burst(count, half_partition=None)`` starts a coordinator and a transactional
+    burst (its half messages on ``half_partition``, or one the producer picks)."""
+    return lambda count, half_partition=None: Burst(
+        cluster, start_coordinator, make_transaction_producer, count, half_partition
+    )
 
 
 def settled_exactly_once(
@@ -184,6 +196,32 @@ def test_a_broker_frozen_past_its_session_timeout_loses_and_doubles_nothing(
     journal.note(f"pause node {frozen.node_id} (leader of {END}-0) for 15 s")
     frozen.pause()
     time.sleep(15)  # past broker.session.timeout.ms (9 s) and the workers' 6 s sessions
+    frozen.unpause()
+    journal.note(f"unpaused node {frozen.node_id}")
+    traffic.finish(journal)
+    settled_exactly_once(cluster, traffic.topic, traffic.committed)
+
+
+def test_halfs_leader_frozen_while_ends_lives_delivers_each_fast_commit_once(
+    cluster: KafkaCluster, burst
+) -> None:
+    """Issue 34, hole 2: the coordinator reads the fast path's END records while HALF's leader
+    is frozen, so they wait for their half messages past the 10 s END wait; one refused then
+    (against a stale HALF end) let its half message be checked and delivered a second time."""
+    journal = Journal()
+    apart = [
+        p
+        for p in range(8)
+        if cluster.leader_of(HALF, p).node_id != cluster.leader_of(END, p).node_id
+    ]
+    assert apart, "some HALF partition has its leader on another node than its END partition"
+    p = apart[0]
+    traffic = burst(200, half_partition=p)
+    traffic.under_way(15)
+    frozen = cluster.leader_of(HALF, p)
+    journal.note(f"pause node {frozen.node_id} (leader of {HALF}-{p}, not of {END}-{p}) for 25 s")
+    frozen.pause()
+    time.sleep(25)  # a new HALF leader after 9 s; the END wait is 10 s
     frozen.unpause()
     journal.note(f"unpaused node {frozen.node_id}")
     traffic.finish(journal)
