@@ -12,12 +12,10 @@ Known gaps: none of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from adapter.transaction.half import Pending
 from adapter.wire.records import EndTransaction
-
-if TYPE_CHECKING:
-    from adapter.transaction.state import Pending
 
 P = TypeVar("P")
 

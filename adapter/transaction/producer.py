@@ -71,7 +71,7 @@ from adapter.transaction.envelope import (
     prepared_message,
 )
 from adapter.transaction.group_commit import Decision, GroupCommitter
-from adapter.transaction.pending import half_info
+from adapter.transaction.half import half_info
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecision
 

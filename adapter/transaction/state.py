@@ -57,8 +57,8 @@ from adapter.transaction.actions import (
     Refuse,
     Rollback,
 )
+from adapter.transaction.half import HalfInfo, Pending, half_info
 from adapter.transaction.half_state import HalfState, IllegalTransition, advance
-from adapter.transaction.pending import HalfInfo, Pending, half_info
 from adapter.transaction.read_mark import ReadMark
 from adapter.transaction.waiting import Waiting, WaitingDecisions
 from adapter.wire.records import EndTransaction, OpKind, OpRecord, TransactionDecision

@@ -19,7 +19,7 @@ from adapter.transaction.envelope import (
     prepared_message,
     refuse_delay,
 )
-from adapter.transaction.pending import half_info
+from adapter.transaction.half import half_info
 from adapter.wire import codec
 from adapter.wire.records import CheckRequest, HalfMessage
 
