@@ -14,10 +14,13 @@ Reproduces the pull side of RocketMQ's ``DefaultMQPushConsumerImpl`` on a Kafka 
 - a queue with more than ``max_in_flight_per_queue`` (1000) unfinished messages is paused
   until half of them finish (RocketMQ's ``pullThresholdForQueue``);
 - a new group starts from the earliest retained message; a restarted one resumes from its
-  committed offsets. On revocation, running callbacks of the queue finish and its offsets are
-  committed before the queue goes.
+  committed offsets. On revocation, running callbacks of the queue finish (up to 10 s; an
+  orderly queue's, up to 15 min) and its offsets are committed before the queue goes.
 
-Known gaps: broadcasting picks up partitions added after ``start()`` only on restart.
+Known gaps: broadcasting picks up partitions added after ``start()`` only on restart. An
+orderly callback that runs longer than 15 min when its queue is revoked, or a member that
+loses its queues (its session ended), lets the new owner run later messages of the queue
+while the old callback still runs; the old one's offsets are then not committed.
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ _POLL_BATCH = 500
 _POLL_TIMEOUT_S = 0.1
 _SHUTDOWN_WAIT_S = 30.0
 _REVOKE_WAIT_S = 10.0
+_ORDERLY_REVOKE_WAIT_S = 15 * 60.0
+"""How long a revoked orderly queue waits for its running callback: RocketMQ's queue lock
+keeps the queue with it while it runs; Kafka gives the queue away once this member is out
+of the group (``max.poll.interval.ms``, 16 min here)."""
 
 
 class ConsumeLoop:
@@ -200,15 +207,34 @@ class ConsumeLoop:
         log.warning("group %s lost %s", self._config.group, _describe(partitions))
 
     def _release(self, partitions: list[TopicPartition], *, commit: bool) -> None:
-        """Let running callbacks of these partitions finish, commit, and forget them."""
+        """Let running callbacks of these partitions finish, commit, and forget them.
+
+        Revoked orderly queues wait for their callback as long as Kafka lets this member
+        stay in the group: the new owner gets the queue only once this returns, so it never
+        processes a later message of the queue while this one still runs (RocketMQ's queue
+        lock). Lost queues are someone else's already: they wait briefly, and commit nothing."""
         lanes = [self._lanes.pop((tp.topic, tp.partition), None) for tp in partitions]
-        deadline = self._clock.monotonic() + _REVOKE_WAIT_S
+        orderly = self._config.orderly and commit
+        deadline = self._clock.monotonic() + (_ORDERLY_REVOKE_WAIT_S if orderly else _REVOKE_WAIT_S)
         for lane in lanes:
             if lane is None:
                 continue
             with lane.lock:
                 lane.revoked = True
+                running = lane.running
+            if running and orderly:
+                log.info(
+                    "group %s: queue %s[%d] revoked while its callback runs; handing it over "
+                    "once it ends", self._config.group, naming.decode(lane.topic), lane.partition,
+                )  # fmt: skip
             lane.wait_idle(deadline, self._clock)
+            if lane.running and orderly:
+                log.error(
+                    "group %s: the callback of queue %s[%d] still runs after %.0f s; the queue "
+                    "goes to its new owner, which may run later messages of it meanwhile",
+                    self._config.group, naming.decode(lane.topic), lane.partition,
+                    _ORDERLY_REVOKE_WAIT_S,
+                )  # fmt: skip
         if commit:
             self._commit([lane for lane in lanes if lane is not None], synchronous=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -199,6 +200,64 @@ def test_an_orderly_consumer_retries_a_failed_message_in_place_without_skipping(
         (b"o3", 0),
         (b"o4", 0),
     ]
+
+
+class Timeline:
+    """When each consumer started and ended each message, per queue."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: dict[int, list[tuple[str, bytes, float, float]]] = {}
+
+    def callback(self, who: str, slow_s: float):  # type: ignore[no-untyped-def]
+        def consume(message) -> ConsumeStatus:  # type: ignore[no-untyped-def]
+            started = time.monotonic()
+            if message.body.endswith(b":0"):
+                time.sleep(slow_s)
+            with self.lock:
+                run = (who, message.body, started, time.monotonic())
+                self.runs.setdefault(message.queue_id, []).append(run)
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        return consume
+
+    def bodies(self) -> set[bytes]:
+        with self.lock:
+            return {run[1] for runs in self.runs.values() for run in runs}
+
+
+@pytest.mark.timeout(120)
+def test_an_orderly_queue_moves_to_a_new_owner_only_once_the_old_owners_callback_ended(
+    make_producer, make_consumer, new_topic, new_group
+) -> None:
+    """RocketMQ's broker-side queue lock keeps a queue with the consumer running it: a
+    callback that outlasts a rebalance (20 s here; the revoke used to wait 10 s) must end
+    before the new owner processes any message of its queue."""
+    topic, group = new_topic(partitions=3), new_group()
+    producer = make_producer()
+    for i in range(4):
+        for key in ("0", "1", "2"):  # Java hash codes 48, 49, 50: queues 0, 1, 2
+            message = Message(topic)
+            message.set_body(f"{key}:{i}")
+            producer.send_orderly_with_sharding_key(message, key)
+    timeline = Timeline()
+    first = make_consumer(group, topic, timeline.callback("first", 20), orderly=True)
+    mine = lambda consumer: [q for q in consumer.assigned_queues() if q[0] == topic]  # noqa: E731
+    wait_until(lambda: len(mine(first)) == 3, timeout=30, what="the three queues")
+    time.sleep(1)  # the first message of each queue is running
+    second = make_consumer(group, topic, timeline.callback("second", 0), orderly=True)
+
+    wait_until(lambda: len(timeline.bodies()) == 12, timeout=60, what="all twelve messages")
+
+    for queue, runs in timeline.runs.items():
+        runs.sort(key=lambda run: run[2])
+        print(queue, [(who, body.decode(), round(s, 1), round(e, 1)) for who, body, s, e in runs])
+        for before, after in itertools.pairwise(runs):
+            assert after[2] >= before[3], (
+                f"queue {queue}: {after[:2]} began before {before[:2]} ended"
+            )
+        assert [body for _who, body, _s, _e in runs] == sorted({run[1] for run in runs})
+    assert mine(second), "the second consumer took a queue over"
 
 
 def test_a_failed_message_comes_back_ten_seconds_later_with_a_higher_reconsume_count(
