@@ -18,8 +18,8 @@ share group (KIP-932):
   polls only when it holds nothing, and the consumer keeps a pool of them. Every call to a
   member goes through its lock (a ``ShareConsumer`` is not thread-safe). ``settle``
   acknowledges (ACCEPT or RELEASE) and commits before it returns, and reports per partition
-  what Kafka refused; the acknowledgements of threads that settle at the same time share one
-  commit (group commit).
+  what Kafka refused and why; the acknowledgements of threads that settle at the same time
+  share one commit (group commit, :mod:`adapter.v5.group_commit`).
 
 - :func:`group_in_the_way` finds a Kafka consumer group of the same name (a 2.0
   ``PushConsumer``'s): Kafka group ids are one namespace, and a share group cannot take it.
@@ -53,6 +53,7 @@ from adapter.clock import Clock
 from adapter.config import KafkaSettings
 from adapter.kafka import clients
 from adapter.logs import RepeatLimiter, shape
+from adapter.v5.group_commit import Key, Refusal, answer_group_commit, key_of
 from adapter.v5.invisibility import FetchWindow
 
 __all__ = [
@@ -202,12 +203,9 @@ class _Acks:
     refused."""
 
     records: Sequence[tuple[KafkaRecord, AcknowledgeType]]
-    partial: dict[tuple[str, int], KafkaException] = field(default_factory=dict)
-    refused: dict[tuple[str, int], KafkaException] | None = None
-
-
-def _key(record: KafkaRecord) -> tuple[str, int]:
-    return (str(record.topic()), int(record.partition() or 0))
+    partial: dict[Key, Refusal] = field(default_factory=dict)
+    """Refused before the commit: librdkafka would not take the acknowledgement."""
+    refused: dict[Key, Refusal] | None = None
 
 
 class Member:
@@ -278,8 +276,9 @@ class Member:
 
     def settle(
         self, records: Sequence[tuple[KafkaRecord, AcknowledgeType]], timeout_s: float
-    ) -> dict[tuple[str, int], KafkaException]:
-        """Acknowledge ``records`` and commit; what Kafka refused, per (topic, partition).
+    ) -> dict[Key, Refusal]:
+        """Acknowledge ``records`` and commit; what Kafka refused, per (topic, partition)
+        (:mod:`adapter.v5.group_commit`).
 
         Group commit: while one caller's commit is in flight, the acknowledgements of others
         wait, and the next of them commits them all in one ``commit_sync``; each caller still
@@ -302,38 +301,34 @@ class Member:
                 self._settling = False
                 for acks in group:
                     if acks.refused is None:  # the group commit itself raised
-                        failure = KafkaException(KafkaError(KafkaError._FAIL, "not committed"))
-                        acks.refused = {_key(r): failure for r, _ in acks.records}
+                        failure = Refusal(KafkaError(KafkaError._FAIL, "not committed"))
+                        acks.refused = {key_of(r): failure for r, _ in acks.records}
                 self._acks.notify_all()
         return mine.refused if mine.refused is not None else {}
 
     def _settle_group(self, group: list[_Acks], timeout_s: float) -> None:
+        sent: list[list[tuple[KafkaRecord, AcknowledgeType]]] = []
         with self._lock:
             self._window.acknowledged(self._clock.monotonic())
             for acks in group:
-                refused: dict[tuple[str, int], KafkaException] = {}
+                taken = []
                 for record, kind in acks.records:
                     try:
                         self._client.acknowledge(record, kind)
+                        taken.append((record, kind))
                     except (KafkaException, RuntimeError, ValueError) as exc:
                         # No longer in flight (this member left the group meanwhile).
-                        refused[_key(record)] = KafkaException(
-                            KafkaError(KafkaError._STATE, str(exc))
-                        )
-                acks.partial = refused
+                        failure = KafkaError(KafkaError._STATE, str(exc))
+                        acks.partial[key_of(record)] = Refusal(failure)
+                sent.append(taken)
             try:
                 result = self._client.commit_sync(timeout_s)
             except KafkaException as exc:
                 for acks in group:
-                    acks.refused = {_key(r): exc for r, _kind in acks.records}
+                    acks.refused = {key_of(r): Refusal.of(exc) for r, _kind in acks.records}
                 return
-        failed = {(tp.topic, tp.partition): f for tp, f in result.items() if f is not None}
-        for acks in group:
-            refused = dict(acks.partial)
-            for record, _kind in acks.records:
-                if _key(record) in failed:
-                    refused[_key(record)] = failed[_key(record)]
-            acks.refused = refused
+        for acks, answer in zip(group, answer_group_commit(sent, result), strict=True):
+            acks.refused = {**answer, **acks.partial}
 
     def close(self) -> None:
         with self._lock:

@@ -183,14 +183,16 @@ class SharePool:
         refused = member.settle([(lease.record.record, ACCEPT)], self._timeout_s)
         if not refused:
             return
-        failure = next(iter(refused.values()))
-        error = failure.args[0] if failure.args else None
-        if isinstance(error, KafkaError) and error.code() in _LOCK_LOST:
+        refusal = next(iter(refused.values()))
+        if refusal.unconfirmed or refusal.error.code() in _LOCK_LOST:
+            why = str(refusal)
+            if not (refusal.unconfirmed or refusal.shared_with):
+                why = f"its lock ended before the ack arrived ({why})"
             raise BadRequestException(
-                f"ack of {message.message_id} refused by Kafka: its lock ended before the ack "
-                f"arrived ({error.str()}); it will be delivered again",
+                f"ack of {message.message_id} refused by Kafka: {why}; it will be delivered again",
                 INVALID_RECEIPT_HANDLE,
             )
+        failure = KafkaException(refusal.error)
         raise translate(failure, f"ack message {message.message_id}") from failure
 
     def change(self, message: Message, invisible_s: float) -> None:
