@@ -30,13 +30,10 @@ topics to the same member; OP p is read back when p is assigned. Beyond RocketMQ
   record the takeover replay cannot read, and a decision the state refuses (no such half
   message, wrong transaction id or group, too late) are parked in ``RMQ_SYS_POISON_TOPIC``
   with the reason and counted;
-- self-healing: a failed turn (Kafka away, a stuck librdkafka call) is aborted, the owned
-  partitions are read again from the last commit, and the next turn goes on with a new
-  producer if the old one is stuck. A HALF or END record the consumer delivers again (its
-  position went back) is skipped with a warning: a half message is never pending twice;
-- the OP replay of a takeover reads to OP's end as it was, waiting for a transaction still
-  open there (``io.read_to_end``): a commit of this worker's last turn whose markers are not
-  on OP yet is read, not missed.
+- self-healing: a failed turn is aborted and the owned partitions are read again from the
+  last commit (with a new producer if the old one is stuck); a record the consumer delivers
+  again is skipped with a warning; the OP replay of a takeover reads to OP's end as it was,
+  past a transaction still open there (``io.read_to_end``).
 
 Known gaps: a message committed to a real topic that no longer exists (or whose name is not a
 valid topic) is parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason instead of being
@@ -226,44 +223,48 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             )
             return
         turn.touched.add(partition)
-        now = self.clock.now_ms()
         if record.topic() == HALF:
-            try:
-                info = half_info(io.decode(HalfMessage, record, lookup=self._lookup))
-            except AdapterError as exc:
-                turn.poison.append((record, exc.reason))
-                actions = state.skip_half(offset)
-            else:
-                actions = state.half(offset, info, record.value() or b"", now)
-                first = state.repeat_of(offset)
-                if first is not None:
-                    log.info(
-                        "half message %d@%d repeats transaction %s of %d@%d (one send written "
-                        "twice); it is decided, checked and delivered as that one",
-                        partition,
-                        offset,
-                        info.transaction_id,
-                        partition,
-                        first,
-                    )
+            self._accept_half(record, state, turn)
         elif _has_header(record, MARK_HEADER):
             state.skip_end(offset)
             state.mark.read(record.timestamp()[1])
-            return
         else:
-            try:
-                end = io.decode(EndTransaction, record, lookup=self._lookup)
-                if end.half_partition != partition:
-                    raise UnusableRecordError(
-                        "misrouted",
-                        f"decision for half partition {end.half_partition} "
-                        f"written to END partition {partition}",
-                    )
-            except AdapterError as exc:
-                turn.poison.append((record, exc.reason))
-                state.skip_end(offset)
-                return
-            actions = state.end(offset, end, now, delivered=_has_header(record, DELIVERED_HEADER))
+            self._accept_end(record, state, turn)
+
+    def _accept_half(self, record: KafkaRecord, state: PartitionState[bytes], turn: Turn) -> None:
+        partition, offset = record.partition() or 0, record.offset() or 0
+        try:
+            info = half_info(io.decode(HalfMessage, record, lookup=self._lookup))
+        except AdapterError as exc:
+            turn.poison.append((record, exc.reason))
+            actions = state.skip_half(offset)
+        else:
+            actions = state.half(offset, info, record.value() or b"", self.clock.now_ms())
+            first = state.repeat_of(offset)
+            if first is not None:
+                log.info(
+                    "half message %d@%d repeats transaction %s of %d@%d (one send written "
+                    "twice); it is decided, checked and delivered as that one",
+                    *(partition, offset, info.transaction_id, partition, first),
+                )
+        turn.actions.extend((partition, a) for a in actions)
+
+    def _accept_end(self, record: KafkaRecord, state: PartitionState[bytes], turn: Turn) -> None:
+        partition, offset = record.partition() or 0, record.offset() or 0
+        try:
+            end = io.decode(EndTransaction, record, lookup=self._lookup)
+            if end.half_partition != partition:
+                raise UnusableRecordError(
+                    "misrouted",
+                    f"decision for half partition {end.half_partition} "
+                    f"written to END partition {partition}",
+                )
+        except AdapterError as exc:
+            turn.poison.append((record, exc.reason))
+            state.skip_end(offset)
+            return
+        delivered = _has_header(record, DELIVERED_HEADER)
+        actions = state.end(offset, end, self.clock.now_ms(), delivered=delivered)
         turn.actions.extend((partition, a) for a in actions)
 
     # -- applying a turn --------------------------------------------------------------------

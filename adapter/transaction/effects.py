@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from confluent_kafka import KafkaError
 from confluent_kafka import Message as KafkaRecord
@@ -37,8 +38,17 @@ from adapter.kafka.io import PartitionCounts
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.kafka.transactor import Transactor
 from adapter.kafka.worker import parked_headers
+from adapter.transaction.actions import (
+    Action,
+    Check,
+    Commit,
+    Discard,
+    Duplicate,
+    Refuse,
+    Rollback,
+)
 from adapter.transaction.envelope import MARK_HEADER, check_request, committed_delivery
-from adapter.transaction.state import Action, Check, Commit, Discard, Pending, Refuse, Rollback
+from adapter.transaction.half import Pending
 from adapter.wire import codec
 from adapter.wire.records import HalfMessage, OpKind, OpRecord
 
@@ -69,29 +79,36 @@ class Effects:
 
     def apply(self, partition: int, action: Action[bytes]) -> None:
         now = self.clock.now_ms()
-        if isinstance(action, (Commit, Rollback)):
-            kind = self._end(partition, action, now)
-            why = f"a copy of half offset {action.pending.offset} (one send stored twice)"
-            for copy in action.copies:
-                self._op(partition, action.pending, kind, now, why, at=copy)
-        elif isinstance(action, Check):
-            pending = action.pending
-            half = codec.decode_as(HalfMessage, pending.payload, canonical=False)
-            request = check_request(
-                half,
-                half_partition=partition,
-                half_offset=pending.offset,
-                check_times=pending.check_times,
-                now_ms=now,
-            )
-            topic = self._check_topic(half.producer_group)
-            self.tx.produce(topic, codec.encode(request), key=half.transaction_id.encode())
-            self._op(partition, pending, OpKind.CHECK, now)
-        elif isinstance(action, Discard):
-            self.discard(partition, action.pending, action.reason)
-        elif isinstance(action, Refuse):
-            self.park_refused(partition, action)
-        # A Duplicate changes nothing in Kafka; it is logged and counted.
+        match action:
+            case Commit() | Rollback():
+                kind = self._end(partition, action, now)
+                why = f"a copy of half offset {action.pending.offset} (one send stored twice)"
+                for copy in action.copies:
+                    self._op(partition, action.pending, kind, now, why, at=copy)
+            case Check():
+                self._check(partition, action.pending, now)
+            case Discard():
+                self.discard(partition, action.pending, action.reason)
+            case Refuse():
+                self.park_refused(partition, action)
+            case Duplicate():
+                pass  # it changes nothing in Kafka; it is logged and counted
+            case _:
+                assert_never(action)
+
+    def _check(self, partition: int, pending: Pending[bytes], now: int) -> None:
+        """A check request to the group's check topic, and its OP record."""
+        half = codec.decode_as(HalfMessage, pending.payload, canonical=False)
+        request = check_request(
+            half,
+            half_partition=partition,
+            half_offset=pending.offset,
+            check_times=pending.check_times,
+            now_ms=now,
+        )
+        topic = self._check_topic(half.producer_group)
+        self.tx.produce(topic, codec.encode(request), key=half.transaction_id.encode())
+        self._op(partition, pending, OpKind.CHECK, now)
 
     def _end(self, partition: int, action: Commit[bytes] | Rollback[bytes], now: int) -> OpKind:
         """Apply a decision; the kind of OP record it wrote."""
