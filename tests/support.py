@@ -75,6 +75,11 @@ class Recorder:
             return len(self.messages)
 
 
+def metric(worker: ExactlyOnceWorker, name: str, **labels: str) -> float:
+    """A worker's metric as Prometheus scrapes it (``..._total`` for a counter); 0 if unset."""
+    return worker.registry.get_sample_value(name, labels) or 0.0
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 

@@ -29,7 +29,7 @@ from adapter.transaction import admin
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, TransactionDecision
-from tests.support import create_topic, read_committed, unique, wait_until
+from tests.support import create_topic, metric, read_committed, unique, wait_until
 from tests.workers import start_worker, worker_kinds
 
 pytestmark = pytest.mark.timeout(240)
@@ -102,7 +102,11 @@ def test_a_committed_message_reaches_its_topic_once_with_its_properties(
     assert (props[prop.KEYS], props[prop.TAGS], props["shop"]) == (b"order-1", b"paid", b"north")
     assert prop.TRANSACTION_CHECK_TIMES not in props, "committed without a check"
     # the producer's group commit made it visible; the coordinator records it when it reads it
-    wait_until(lambda: coordinator.metrics.commits._value.get() >= 1, timeout=30, what="the record")
+    wait_until(
+        lambda: metric(coordinator, "rmq_transactions_commits_total") >= 1,
+        timeout=30,
+        what="the record",
+    )
 
 
 def test_a_rolled_back_message_is_never_visible(
@@ -209,7 +213,11 @@ def test_a_message_never_decided_is_parked_after_check_max_checks_and_can_be_res
         b"3",
     ]
     assert "checked 3 times" in (row.reason or "")
-    wait_until(lambda: coordinator.metrics.discards._value.get() >= 1, timeout=10, what="count")
+    wait_until(
+        lambda: metric(coordinator, "rmq_transactions_discards_total") >= 1,
+        timeout=10,
+        what="count",
+    )
     listed = CliRunner().invoke(
         cli, ["transactions", "list", "--discarded", "--bootstrap", system_topics]
     )
@@ -334,7 +342,7 @@ def test_a_late_commit_racing_a_check_answer_yields_one_copy(
     records = read_committed(system_topics, topic, 1)
     assert bodies(records) == Counter({"once": 1})
     wait_until(
-        lambda: coordinator.metrics.duplicates._value.get() >= 1,
+        lambda: metric(coordinator, "rmq_transactions_duplicates_total") >= 1,
         timeout=30,
         what="the second decision counted as a duplicate",
     )
@@ -354,7 +362,11 @@ def test_a_half_message_written_twice_by_one_send_is_delivered_once_and_never_ch
     again = producer.send_half(message(topic, "paid twice"), transaction_id=first.transaction_id)
     assert again.offset == first.offset + 1
     producer.end_half(again, TransactionDecision.COMMIT)
-    wait_until(lambda: coordinator.metrics.commits._value.get() >= 1, timeout=30, what="commit")
+    wait_until(
+        lambda: metric(coordinator, "rmq_transactions_commits_total") >= 1,
+        timeout=30,
+        what="commit",
+    )
     time.sleep(FAST["transaction_timeout_ms"] / 1000 + 2)  # the first copy's check was due
 
     assert checker.seen == [], "neither copy was checked"
@@ -381,11 +393,12 @@ def test_half_messages_the_consumer_delivers_again_are_not_checked_or_delivered_
                 message(topic, f"paid-{i}"), answers(TransactionStatus.COMMIT)
             )
         producer.send_message_in_transaction(message(topic, "checked"), answers(None))
-        wait_until(
-            lambda: coordinator.drain() >= 0 and coordinator.metrics.commits._value.get() >= 4,
-            timeout=60,
-            what="four commits, one of them after the check-back",
-        )
+
+        def four_commits() -> bool:
+            coordinator.drain()
+            return metric(coordinator, "rmq_transactions_commits_total") >= 4
+
+        wait_until(four_commits, timeout=60, what="four commits, one of them after the check-back")
         # A consumer whose position goes back (as after a leader change) delivers HALF and
         # END again: were the half messages pending again, each would be checked and
         # delivered again.
@@ -422,7 +435,9 @@ def test_a_corrupt_end_record_is_parked_and_the_coordinator_goes_on(
     [record] = wait_until(parked, timeout=60, what="the corrupt END in the poison topic")
     assert headers(record)["source.topic"] == END.encode()
     assert headers(record)["reason"].startswith(b"corrupt")
-    wait_until(lambda: coordinator.metrics.parked._value.get() >= 1, timeout=10, what="count")
+    wait_until(
+        lambda: metric(coordinator, "rmq_transactions_parked_total") >= 1, timeout=10, what="count"
+    )
 
     topic = new_topic(partitions=1)
     producer = make_transaction_producer(new_group("PG"), answers(TransactionStatus.UNKNOWN))
@@ -456,7 +471,9 @@ def test_a_decision_naming_the_wrong_transaction_is_refused_and_parked_with_the_
     raw.produce(END, codec.encode(forged), partition=row.partition)
     assert raw.flush(10) == 0
     wait_until(
-        lambda: coordinator.metrics.refused._value.get() >= 1, timeout=30, what="the refusal"
+        lambda: metric(coordinator, "rmq_transactions_refused_total") >= 1,
+        timeout=30,
+        what="the refusal",
     )
     assert read_committed(system_topics, topic, 0, timeout=3) == []
     [parked] = [

@@ -25,7 +25,7 @@ from adapter.config import FAST_COMMIT_WINDOW_MS
 from adapter.kafka import clients
 from adapter.transaction.envelope import DELIVERED_HEADER
 from adapter.transaction.group_commit import MIN_TIME_LEFT_MS
-from tests.support import read_committed, unique, wait_until
+from tests.support import metric, read_committed, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -89,7 +89,7 @@ def test_a_commit_is_visible_without_the_coordinator_and_recorded_by_it_once(
 
     coordinator = start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000)
     wait_until(
-        lambda: coordinator.metrics.commits._value.get() >= len(sent),
+        lambda: metric(coordinator, "rmq_transactions_commits_total") >= len(sent),
         timeout=60,
         what="the coordinator recording every commit",
     )

@@ -83,10 +83,15 @@ def test_a_message_with_a_delivery_time_cannot_be_transactional(name: str) -> No
         refuse_delay(order(**{name: "60000"}))
 
 
-def test_a_delay_level_of_zero_or_less_is_no_delay() -> None:
+@pytest.mark.parametrize("level", [0, -1])
+def test_a_delay_level_of_zero_or_less_is_no_delay(level: int) -> None:
     message = order()
-    message.set_delay_time_level(-1)
-    refuse_delay(message)
+    message.set_delay_time_level(level)
+    refuse_delay(message)  # no delay: not refused
+    assert prop.DELAY not in half_of(message).properties
+    message.set_delay_time_level(1)
+    with pytest.raises(InvalidMessageError, match="delay level 1"):
+        refuse_delay(message)
 
 
 def test_a_commit_restores_the_message_without_its_prepared_marks() -> None:
