@@ -111,6 +111,8 @@ class Lease(Generic[T]):
     name: str = ""
     """The record's stable name (its topic, partition and offset), the same at every fetch."""
     deadline: float | None = None
+    settling: bool = False
+    """Acked or going back: on its way to Kafka, which has not answered yet."""
 
     @property
     def handed_out(self) -> bool:
@@ -180,7 +182,7 @@ class InvisibilityBook(Generic[T]):
             (
                 lease
                 for lease in self._leases.values()
-                if lease.deadline is None and deadline <= lease.lock_until
+                if lease.deadline is None and not lease.settling and deadline <= lease.lock_until
             ),
             key=lambda lease: lease.lock_until,
         )[:max_count]
@@ -194,7 +196,7 @@ class InvisibilityBook(Generic[T]):
         """The handed-out record of ``handle``; ``BadRequestException`` when it is no longer
         held (acked, changed to 0, or its invisible duration ended and it went back)."""
         lease = self._leases.get(handle) if handle else None
-        if lease is None or lease.deadline is None:
+        if lease is None or lease.deadline is None or lease.settling:
             raise BadRequestException(
                 f"receipt handle {handle!r} is invalid or expired: the message was acked "
                 "already, or its invisible duration ended and it went back to the group",
@@ -203,11 +205,16 @@ class InvisibilityBook(Generic[T]):
         return lease
 
     def settle(self, handle: str | None) -> Lease[T]:
-        """Take a handed-out record out of the book (to ack it); as :meth:`get` when unknown."""
+        """A handed-out record is being acked (its handle is no longer valid); as :meth:`get`
+        when unknown. Its member holds it until :meth:`settled`."""
         lease = self.get(handle)
-        del self._leases[lease.handle]
+        lease.settling = True
         self.forget(lease.name)
         return lease
+
+    def settled(self, lease: Lease[T]) -> None:
+        """Kafka answered for a record being acked or going back: out of the book."""
+        self._leases.pop(lease.handle, None)
 
     def unseen(self, name: str) -> int:
         """How often the record named ``name`` went back to the group without being handed
@@ -237,17 +244,21 @@ class InvisibilityBook(Generic[T]):
         return lease
 
     def due(self) -> list[Lease[T]]:
-        """Take out what must go back to the group now: handed-out records whose invisible
-        duration ended, and waiting ones that can no longer be handed out in time."""
+        """What must go back to the group now: handed-out records whose invisible duration
+        ended, and waiting ones that can no longer be handed out in time. Their member holds
+        them until :meth:`settled`."""
         now = self._clock.monotonic()
         going = [
             lease
             for lease in self._leases.values()
-            if (lease.deadline is not None and lease.deadline <= now)
-            or (lease.deadline is None and lease.lock_until - now < MIN_HOLD_S)
+            if not lease.settling
+            and (
+                (lease.deadline is not None and lease.deadline <= now)
+                or (lease.deadline is None and lease.lock_until - now < MIN_HOLD_S)
+            )
         ]
         for lease in going:
-            del self._leases[lease.handle]
+            lease.settling = True
             if lease.deadline is None:
                 self._unseen[lease.name] = self._unseen.get(lease.name, 0) + 1
         while len(self._unseen) > UNSEEN_KEPT:  # records another consumer settled
@@ -259,20 +270,24 @@ class InvisibilityBook(Generic[T]):
         times = [
             lease.deadline if lease.deadline is not None else lease.lock_until - MIN_HOLD_S
             for lease in self._leases.values()
+            if not lease.settling
         ]
         return min(times, default=None)
 
     def holds(self, member: Hashable) -> bool:
-        """Whether ``member`` still holds a record (it may not poll until it holds none)."""
+        """Whether ``member`` still holds a record, or one on its way to Kafka (it may not
+        poll until it holds none: librdkafka refuses a poll while one is unacknowledged)."""
         return any(lease.member == member for lease in self._leases.values())
 
     def handed_out(self) -> int:
-        """Records handed out and neither acked nor gone back yet."""
+        """Records handed out and not settled yet (being acked or going back included)."""
         return sum(1 for lease in self._leases.values() if lease.deadline is not None)
 
     def waiting(self) -> int:
         """Records fetched and not handed out yet."""
-        return sum(1 for lease in self._leases.values() if lease.deadline is None)
+        return sum(
+            1 for lease in self._leases.values() if lease.deadline is None and not lease.settling
+        )
 
     def drop_member(self, member: Hashable) -> list[Lease[T]]:
         """Forget everything ``member`` held (it closed; the broker releases its records)."""

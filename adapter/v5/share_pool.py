@@ -180,7 +180,12 @@ class SharePool:
             member = self._members.get(lease.member)  # type: ignore[call-overload]
         if member is None:
             raise IllegalStateException("unable to ack message: the consumer has shut down")
-        refused = member.settle([(lease.record.record, ACCEPT)], self._timeout_s)
+        try:
+            refused = member.settle([(lease.record.record, ACCEPT)], self._timeout_s)
+        finally:
+            with self._lock:
+                self.book.settled(lease)  # the member may poll again
+                self._wake.notify_all()
         if not refused:
             return
         refusal = next(iter(refused.values()))
@@ -353,6 +358,7 @@ class SharePool:
                     why = self._why(fetched, seen=lease.handed_out)
                     letter = _DeadLetter(lease.name, fetched, lease.lock_until, why)
                     self._dead.setdefault(lease.member, []).append(letter)
+                    self.book.settled(lease)  # held as a dead letter now
                 else:
                     due.append(lease)
             nearest = self.book.next_due()
@@ -364,7 +370,7 @@ class SharePool:
                 member.polling = True
         by_member: dict[Any, list[Any]] = {}
         for lease in due:
-            by_member.setdefault(lease.member, []).append((lease.record.record, RELEASE))
+            by_member.setdefault(lease.member, []).append(lease.record.record)
             if not lease.handed_out:
                 log.debug(
                     "group %s: record %s released unseen (its lock is ending)",
@@ -378,7 +384,13 @@ class SharePool:
                     extra={"group": self._group, "attempt": lease.record.attempt},
                 )  # fmt: skip
         for index, records in by_member.items():
-            self._members[index].settle(records, self._timeout_s)
+            try:
+                self._members[index].settle([(r, RELEASE) for r in records], self._timeout_s)
+            finally:
+                with self._lock:
+                    for lease in due:
+                        if lease.member == index:
+                            self.book.settled(lease)
         for member in dead:
             try:
                 self._dead_letters(member)

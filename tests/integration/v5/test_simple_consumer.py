@@ -102,6 +102,48 @@ def test_four_threads_acking_at_once_share_commits_and_each_message_is_delivered
     assert consumer.receive(32, 10) == [], "nothing comes back"
 
 
+def test_a_receive_never_polls_the_share_consumer_another_thread_still_acks(
+    make_simple_consumer: MakeSimpleConsumer,
+    new_topic,
+    new_group,
+    system_topics: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One share consumer, four threads receiving two messages at a time: the records of
+    one poll are acked by several threads at once, and librdkafka refuses a poll while one
+    of them is unacknowledged."""
+    topic = new_topic(1)
+    consumer = make_simple_consumer(new_group(), {topic: EVERYTHING}, max_consumers=1)
+    raw = clients.producer({"bootstrap.servers": system_topics})
+
+    def trickle() -> None:  # a few records a poll: many polls, each acked by several threads
+        for n in range(300):
+            raw.produce(naming.kafka_topic(topic), f"m{n}".encode())
+            raw.flush(10)
+            time.sleep(0.01)
+
+    threading.Thread(target=trickle, daemon=True).start()
+    acked: list[bytes] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + 60
+
+    def receive_and_ack() -> None:
+        while time.monotonic() < deadline and len(acked) < 300:
+            for got in consumer.receive(2, 10):
+                consumer.ack(got)
+                with lock:
+                    acked.append(got.body)
+
+    threads = [threading.Thread(target=receive_and_ack) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(90)
+
+    assert "refused a poll" not in caplog.text
+    assert len(acked) == len(set(acked)) == 300
+
+
 def test_receive_returns_at_most_the_asked_count_and_the_async_variants_work(
     make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
 ) -> None:
@@ -206,7 +248,10 @@ def test_a_message_held_by_a_consumer_killed_with_sigkill_comes_back_to_the_grou
     print(f"back {time.monotonic() - killed_at:.2f} s after the kill (invisible 10 s)")
     assert again.message_id == receipt.message_id
     assert again.delivery_attempt is not None
-    assert again.delivery_attempt > held_attempt
+    # The dying consumer's delivery counts. Each process leaves out only the fetches it
+    # released unseen itself, so the survivor's count need not exceed the dying one's.
+    assert again.delivery_attempt >= 2
+    assert held_attempt >= 1
 
 
 def test_change_invisible_duration_postpones_or_ends_the_invisibility(
