@@ -18,10 +18,12 @@ to their real topic and queue. Beyond RocketMQ:
 - scale-out: workers share the level partitions through the consumer group
   ``CID_RMQ_SYS_SCHEDULE``; each has its own transactional id, and a zombie is fenced;
 - a real topic that refuses a delivery is retried with back-off while the other levels go on;
-  a record that can never be delivered (corrupt, or addressed to a system topic, or too large,
-  or its topic missing past ``missing_topic_grace_ms``) is parked in ``RMQ_SYS_POISON_TOPIC``
-  with the reason, in the same transaction, instead of blocking its level forever or being
-  dropped (:func:`plan_batch`, :mod:`adapter.schedule.refusals`);
+  a record whose real topic does not exist is set aside and retried without holding its level
+  (:mod:`adapter.schedule.aside`); a record that can never be delivered (corrupt, or addressed
+  to a system topic, or too large, or its topic missing past ``missing_topic_grace_ms``) is
+  parked in ``RMQ_SYS_POISON_TOPIC`` with the reason, in the same transaction, instead of
+  blocking its level forever or being dropped (:func:`plan_batch`,
+  :mod:`adapter.schedule.refusals`);
 - RocketMQ 5's timer messages: a timer record (headers ``TIMER_DELIVER_MS``, ``rmq.hop_due``)
   is due at the end of its hop; it then hops on or is delivered in the same kind of
   transaction (:mod:`adapter.schedule.timer`), and a delivery commits only if no recall came
@@ -52,6 +54,7 @@ from adapter.kafka.io import caught_up, fetch
 from adapter.kafka.rereads import Rereads
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker
+from adapter.logs import RepeatLimiter
 from adapter.schedule import intake, recall
 from adapter.schedule.broker_clock import AheadWatch, require_broker_stamps
 from adapter.schedule.head_of_line import Entry, HeadOfLine
@@ -59,7 +62,7 @@ from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
 from adapter.schedule.recall_log import RECALL_TOPIC as RECALLS
 from adapter.schedule.recall_log import RecallView
-from adapter.schedule.refusals import PERMANENT, PURGED, MissingTopics, backoff_s
+from adapter.schedule.refusals import PERMANENT, Refusals
 
 log = logging.getLogger("adapter.schedule")
 
@@ -96,13 +99,12 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._assigned: set[int] = set()
         self._rereads = Rereads(log)
         self._paused: set[int] = set()
-        self._attempts: dict[int, int] = {}
-        self._doomed: dict[tuple[int, int], str] = {}
-        self._missing = MissingTopics(self.config.missing_topic_grace_ms)
+        self.refusals = Refusals()
         self._lookup = schemas.lookup_for(self.config.kafka)
         self._failed: list[tuple[Held, KafkaError]] = []
         self._next_backlog_update = 0.0
         self._ahead = AheadWatch(self.metrics.broker_clock_ahead, log, self.clock.monotonic)
+        self._asides = RepeatLimiter(30.0, self.clock.monotonic)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -185,7 +187,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         except Exception as exc:  # noqa: BLE001 - no record may stop the forwarder: it is parked
             read = intake.unreadable(value, now, exc)
         if read.reason is not None:
-            self._doomed[(partition, offset)] = read.reason
+            self.refusals.doom(partition, offset, read.reason)
         self._ahead.saw(self._hops.label(partition), read.ahead_ms)
         self._heads.push(Entry(partition, offset, read.due_ms, read.item, _held(value)))
 
@@ -217,23 +219,19 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
                 now_ms=self.clock.now_ms() + self.config.prepare_ahead_ms,
                 hops=self._hops,
                 recalled=recalls.__contains__,
-                doomed=self._doomed,  # a reason is dropped once its record is committed
+                doomed=self.refusals.doomed,  # kept until the record's parking commits
                 partitions=lambda topic: self.topics.count(topic, create=True),
                 lookup=self._lookup,
+                missing_grace_ms=self.config.missing_topic_grace_ms,
             )
         except BaseException:
             self._heads.put_back(entries)  # nothing planned (a metadata request failed, ...)
             raise
         self._heads.put_back(batch.put_back)
-        for partition, (offset, topic) in batch.missing.items():
-            why = self._missing.park_reason(partition, offset, topic, self.clock.now_ms())
-            if why is None:
-                self._refuse(partition, f"topic {topic!r} does not exist")
-            else:
-                self._doomed[(partition, offset)] = why  # parked at the level's next turn
         if not batch.sends:
             return 0
         self._failed = []
+        doomed_before = set(self.refusals.doomed)
         try:
             self._transact(batch)
         except _Recalled as exc:
@@ -248,7 +246,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             return 0
         except (KafkaException, AdapterError) as exc:
             self._heads.put_back(batch.entries)  # nothing of the batch was committed
-            if not self._recover(exc, batch):
+            if not self._recover(exc, doomed_before):
                 raise  # not about some records: the turn failed (Kafka unreachable, ...)
             return 0
         except BaseException as exc:
@@ -330,29 +328,21 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self.tx.produce(send.topic, send.value, **kwargs)
         except KafkaException as exc:
             if exc.args[0].code() in PERMANENT:
-                self._doomed[(entry.partition, entry.offset)] = f"refused: {exc.args[0].str()}"
+                self.refusals.doom(entry.partition, entry.offset, f"refused: {exc.args[0].str()}")
             raise
 
-    def _recover(self, exc: BaseException, batch: Batch) -> bool:
+    def _recover(self, exc: BaseException, doomed_before: set[tuple[int, int]]) -> bool:
         """Abort the failed transaction; True when some of its records were refused (those
         levels then wait and retry, a record no retry cures is parked next time)."""
         self.tx.fail(exc)
-        refused: set[int] = set()
-        for entry, failure in self._failed:
-            if failure.code() in PURGED:  # purged by the abort, not refused
-                continue
-            if failure.code() in PERMANENT:
-                self._doomed[(entry.partition, entry.offset)] = f"refused: {failure.str()}"
-            else:
-                refused.add(entry.partition)
+        failures = [(entry.partition, entry.offset, error) for entry, error in self._failed]
+        refused = self.refusals.sort(failures)
         for partition in refused:
             self._refuse(partition, str(exc))
-        return bool(refused) or any(key[0] in batch.positions for key in self._doomed)
+        return bool(refused) or bool(set(self.refusals.doomed) - doomed_before)
 
     def _refuse(self, partition: int, why: str) -> None:
-        attempt = self._attempts.get(partition, 0) + 1
-        self._attempts[partition] = attempt
-        wait = backoff_s(attempt)
+        attempt, wait = self.refusals.retry(partition)
         self._heads.block(partition, self.clock.now_ms() + int(wait * 1000))
         self.metrics.refused.labels(self._hops.label(partition)).inc()
         log.warning(
@@ -367,11 +357,17 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self.metrics.count(batch, self.clock.now_ms(), self._hops.label)
         for send in batch.sends:
             entry = send.entry
-            self._doomed.pop((entry.partition, entry.offset), None)
             if send.kind == "dropped" and entry.item.message_id is not None:
                 if self._recalls is not None:
                     self._recalls.forget(entry.item.message_id)
                 log.info("dropped recalled timer %s", entry.item.message_id)
+            elif send.kind == "aside" and self._asides.admit(send.reason) is not None:
+                log.warning(
+                    "%s offset %d: %s; set aside to retry, the level goes on",
+                    self._where(entry.partition),
+                    entry.offset,
+                    send.reason,
+                )
             elif send.kind == "park":
                 log.error(
                     "parked %s offset %d in %s: %s",
@@ -380,9 +376,10 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
                     naming.POISON_TOPIC,
                     send.reason,
                 )
-        for partition, position in batch.positions.items():
-            self._attempts.pop(partition, None)
-            self._missing.moved_on(partition, position)
+        self.refusals.committed(
+            ((s.entry.partition, s.entry.offset) for s in batch.sends), batch.positions
+        )
+        for partition in batch.positions:
             self._heads.unblock(partition)
 
     def _labels(self, partitions: list[TopicPartition]) -> list[str]:
@@ -423,8 +420,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         for tp in partitions:
             self._assigned.discard(tp.partition)
             self._paused.discard(tp.partition)
-            self._attempts.pop(tp.partition, None)
-            self._missing.moved_on(tp.partition)
+            self.refusals.forget(tp.partition)
             self._heads.drop(tp.partition)
         log.log(level, "%s levels %s", how, self._labels(partitions))
 
@@ -432,15 +428,10 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
 
     def update_backlog(self) -> dict[int, int]:
         """Refresh the backlog gauge from the consumer's positions and cached end offsets."""
-        consumer = self._consumer
-        if consumer is None:
+        if self._consumer is None:
             return {}
-        backlog: dict[int, int] = {}
         assigned = [TopicPartition(SCHEDULE, p) for p in sorted(self._assigned)]
-        waiting = self._heads.waiting()
-        for tp in consumer.position(assigned):
-            _, high = consumer.get_watermark_offsets(tp, cached=True)
-            position = tp.offset if tp.offset >= 0 else high
-            backlog[tp.partition] = max(0, high - position) + waiting.get(tp.partition, 0)
-            self.metrics.backlog.labels(self._hops.label(tp.partition)).set(backlog[tp.partition])
-        return backlog
+        positions = self._consumer.position(assigned)
+        return self.metrics.update_backlog(
+            self._consumer, positions, self._heads.waiting(), self._hops.label
+        )

@@ -11,7 +11,9 @@ SCHEDULE can write any headers there, so nothing in them is trusted:
   the moment it is read, so no client-chosen time makes it due early;
 - timer headers that are null, repeated with two values, not numbers, not UTF-8, or a deliver
   time more than :data:`FAR_AHEAD_MS` away (it would hop every 2 h for ever) make the record
-  parked with the reason, like any other record that can never be delivered.
+  parked with the reason, like any other record that can never be delivered;
+- a record the forwarder set aside for its missing topic (:mod:`adapter.schedule.aside`) is
+  due at the end of its hop, and carries since when it waits; unreadable, these are ignored.
 
 Known gaps: none.
 """
@@ -27,8 +29,9 @@ from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 from adapter import properties as prop
 from adapter.hops import HopTable
 from adapter.schedule import timer
+from adapter.schedule.aside import SINCE_HEADER
 from adapter.schedule.due import level_due_ms
-from adapter.schedule.plan import Parked
+from adapter.schedule.held import Parked
 
 HeaderValue = str | bytes | None
 Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None
@@ -69,20 +72,26 @@ def read_record(
     kind, stamp = timestamp
     store_ms = stamp if kind == TIMESTAMP_LOG_APPEND_TIME else now_ms
     ahead = max(0, store_ms - now_ms)
+    found = _by_name(headers)
+    since = _optional_number(found, SINCE_HEADER)
     try:
-        fields = _timer_fields(headers)
+        fields = _timer_fields(found)
     except _Unreadable as exc:
         return Read(now_ms, Parked(value), f"corrupt: timer headers ({exc})", ahead)
-    if fields is None:  # a delayed message of a level
-        due = level_due_ms(store_ms, hops.delay_ms(partition), now_ms)
-        return Read(due, Parked(value), None, ahead)
+    if fields is None:  # a delayed message of a level, or one set aside (with its hop's end)
+        hop_due = _optional_number(found, timer.HOP_DUE_HEADER)
+        if hop_due is None:
+            due = level_due_ms(store_ms, hops.delay_ms(partition), now_ms)
+        else:
+            due = timer.hop_due_ms(hop_due, now_ms, partition, hops)
+        return Read(due, Parked(value, missing_since_ms=since), None, ahead)
     deliver_ms, hop_due, message_id = fields
     if deliver_ms - now_ms > FAR_AHEAD_MS:
         days = (deliver_ms - now_ms) / 86_400_000
         why = f"corrupt: timer deliver time {deliver_ms} is {days:.0f} days ahead"
         return Read(now_ms, Parked(value), f"{why}; at most {FAR_AHEAD_MS // 86_400_000}", ahead)
     due = timer.hop_due_ms(hop_due, now_ms, partition, hops)
-    return Read(due, Parked(value, message_id, deliver_ms), None, ahead)
+    return Read(due, Parked(value, message_id, deliver_ms, since), None, ahead)
 
 
 def unreadable(value: bytes, now_ms: int, exc: BaseException) -> Read:
@@ -90,14 +99,28 @@ def unreadable(value: bytes, now_ms: int, exc: BaseException) -> Read:
     return Read(now_ms, Parked(value), f"corrupt: unreadable ({type(exc).__name__}: {exc})")
 
 
-def _timer_fields(headers: Headers) -> tuple[int, int, str] | None:
-    """A timer's deliver time, hop end and id; None for a record with no timer header."""
-    found: dict[str, HeaderValue] = {}
+_TWICE = object()
+"""A header given twice with two values."""
+
+
+def _by_name(headers: Headers) -> dict[str, object]:
+    found: dict[str, object] = {}
     pairs = headers.items() if isinstance(headers, Mapping) else headers or ()
     for key, value in pairs:
-        if key in found and found[key] != value:
-            raise _Unreadable(f"{key} given twice")
-        found[key] = value
+        found[key] = _TWICE if key in found and found[key] != value else value
+    return found
+
+
+def _optional_number(found: dict[str, object], name: str) -> int | None:
+    """A header the adapter's own copies carry: its number, or None when absent or not one."""
+    try:
+        return _number(found, name) if name in found else None
+    except _Unreadable:
+        return None
+
+
+def _timer_fields(found: dict[str, object]) -> tuple[int, int, str] | None:
+    """A timer's deliver time, hop end and id; None for a record with no timer header."""
     if timer.DELIVER_HEADER not in found:
         return None
     deliver = _number(found, timer.DELIVER_HEADER)
@@ -105,16 +128,22 @@ def _timer_fields(headers: Headers) -> tuple[int, int, str] | None:
     return deliver, hop_due, _text(found, prop.UNIQ_KEY)
 
 
-def _raw(found: dict[str, HeaderValue], name: str) -> bytes:
+def _raw(found: dict[str, object], name: str) -> bytes:
     if name not in found:
         raise _Unreadable(f"{name} missing")
     value = found[name]
     if value is None:
         raise _Unreadable(f"{name} is null")
-    return value.encode() if isinstance(value, str) else value
+    if value is _TWICE:
+        raise _Unreadable(f"{name} given twice")
+    if isinstance(value, str):
+        return value.encode()
+    if not isinstance(value, bytes):
+        raise _Unreadable(f"{name} is not bytes: {type(value).__name__}")
+    return value
 
 
-def _number(found: dict[str, HeaderValue], name: str) -> int:
+def _number(found: dict[str, object], name: str) -> int:
     raw = _raw(found, name)
     text = raw.decode("ascii", "replace").strip()
     if not _MS.fullmatch(text):
@@ -122,7 +151,7 @@ def _number(found: dict[str, HeaderValue], name: str) -> int:
     return int(text)
 
 
-def _text(found: dict[str, HeaderValue], name: str) -> str:
+def _text(found: dict[str, object], name: str) -> str:
     raw = _raw(found, name)
     try:
         text = raw.decode()

@@ -2,7 +2,8 @@
 
 Reproduces what RocketMQ exposes about delayed messages (per-level offsets in
 ``delayOffset.json``, the ``rocketmq_..._delay`` counters of its metrics exporter) as Prometheus
-series: per-level backlog and forwarded counts, lateness, parked and refused deliveries.
+series: per-level backlog and forwarded counts, lateness, parked, refused and set-aside
+deliveries, and how far the brokers' store stamps lie ahead of the forwarder's clock.
 
 Known gaps: none.
 """
@@ -13,6 +14,7 @@ from collections import Counter as Tally
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import Consumer, TopicPartition
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from adapter.schedule.plan import Batch
@@ -45,6 +47,12 @@ class ForwarderMetrics:
             "clock (a clock skew between the broker and the forwarder).",
             "level",
         )
+        self.set_aside = per(
+            Counter,
+            "rmq_schedule_set_aside",
+            "Records whose real topic did not exist, set aside to retry while their level went on.",
+            "level",
+        )
         self.hops = Counter(
             "rmq_schedule_timer_hops", "Timer records moved to their next hop.", registry=registry
         )
@@ -62,6 +70,7 @@ class ForwarderMetrics:
         """Count a committed batch: forwarded records per level and their lateness, hops,
         dropped recalled timers and parked records."""
         forwarded: Tally[int] = Tally()
+        aside: Tally[int] = Tally()
         for send in batch.sends:
             entry = send.entry
             if send.kind == "deliver":
@@ -72,7 +81,28 @@ class ForwarderMetrics:
                 self.hops.inc()
             elif send.kind == "dropped" and entry.item.message_id is not None:
                 self.recalled.inc()
+            elif send.kind == "aside":
+                aside[entry.partition] += 1
             elif send.kind == "park":
                 self.parked.labels((send.reason or "unknown").split(":", 1)[0]).inc()
         for partition, count in forwarded.items():
             self.forwarded.labels(level(partition)).inc(count)
+        for partition, count in aside.items():
+            self.set_aside.labels(level(partition)).inc(count)
+
+    def update_backlog(
+        self,
+        consumer: Consumer,
+        positions: list[TopicPartition],
+        waiting: dict[int, int],
+        level: Callable[[int], str],
+    ) -> dict[int, int]:
+        """Set the backlog of each level from its position, its cached end offset and the
+        records held in memory (``waiting``); return it."""
+        backlog: dict[int, int] = {}
+        for tp in positions:
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+            position = tp.offset if tp.offset >= 0 else high
+            backlog[tp.partition] = max(0, high - position) + waiting.get(tp.partition, 0)
+            self.backlog.labels(level(tp.partition)).set(backlog[tp.partition])
+        return backlog

@@ -6,7 +6,8 @@ record of a level is restored to its real topic and queue. For a timer message (
 once its deliver time has come, with a DELIVERED marker in ``RMQ_SYS_TIMER_RECALL``; before
 that it hops on, or waits at the head for the last few milliseconds; a recalled timer is dropped
 with a DROPPED marker. Beyond RocketMQ, a record that can never be delivered is parked in the
-poison topic with the reason, and a level whose real topic is missing waits and retries.
+poison topic with the reason, and a record whose real topic is missing is set aside and
+retried (:mod:`adapter.schedule.aside`) while its level goes on.
 
 Known gaps: none known.
 """
@@ -15,59 +16,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
 
 from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
-from adapter.kafka import io
 from adapter.kafka.worker import parked_headers
 from adapter.message import Delivery
 from adapter.schedule import recall, timer
+from adapter.schedule.aside import set_aside
 from adapter.schedule.envelope import delivered
-from adapter.schedule.head_of_line import Entry
+from adapter.schedule.held import Held as Held
+from adapter.schedule.held import Parked as Parked
+from adapter.schedule.held import Send as Send
+from adapter.schedule.held import SendKind
 from adapter.wire import codec
 from adapter.wire.records import ScheduledMessage
 
 SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 POISON = naming.kafka_topic(naming.POISON_TOPIC)
 RECALLS = naming.kafka_topic(naming.TIMER_RECALL_TOPIC)
-
-
-@dataclass(frozen=True, slots=True)
-class Parked:
-    """A SCHEDULE record held until due: its value, and for a timer its id and deliver time."""
-
-    value: bytes
-    message_id: str | None = None
-    deliver_ms: int | None = None
-
-
-SendKind = Literal["deliver", "park", "hop", "delivered", "dropped"]
-
-Held = Entry[Parked]
-"""A SCHEDULE record held until due: its partition, offset, due time and content."""
-
-
-@dataclass(frozen=True, slots=True)
-class Send:
-    """One record a batch produces for ``entry``: its delivery (``kind`` "deliver"), its
-    parking in the poison topic with ``reason`` ("park"), its next hop ("hop"), or a marker in
-    the recall topic ("delivered" or "dropped")."""
-
-    entry: Held
-    kind: SendKind
-    topic: str
-    value: bytes | None
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
-    partition: int | None = None
-    key: bytes | None = None
-    reason: str | None = None
-
-    def produce_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of ``produce`` beyond topic and value."""
-        return io.produce_kwargs(self.headers, self.partition, self.key)
 
 
 @dataclass(slots=True)
@@ -77,9 +45,6 @@ class Batch:
     sends: list[Send] = field(default_factory=list)
     positions: dict[int, int] = field(default_factory=dict)
     put_back: list[Held] = field(default_factory=list)
-    missing: dict[int, tuple[int, str]] = field(default_factory=dict)
-    """Levels whose head's real topic is not there: the head's offset and the topic. They
-    wait and retry, then are parked (:mod:`adapter.schedule.refusals`)."""
     waiting: set[int] = field(default_factory=set)
     """Partitions whose head waits out the last milliseconds of a timer."""
 
@@ -137,16 +102,17 @@ def plan_batch(
     doomed: Mapping[tuple[int, int], str],
     partitions: Callable[[str], int],
     lookup: codec.SchemaSource | None = None,
+    missing_grace_ms: int = 60_000,
 ) -> Batch:
     """What to do with due records: deliver each to its real topic (a timer only once its
     deliver time has come, else it hops on or waits; a ``recalled`` one is dropped); park the
     ones that can never be delivered (not decodable, addressed to a system topic, or ``doomed``
-    by an earlier refusal no retry cures), with the reason; and, for a level whose real topic
-    does not exist (``partitions`` returns 0), put the record and the rest of its level back,
-    so the level is retried later while the others go on."""
+    by an earlier refusal no retry cures), with the reason; and set aside a record whose real
+    topic does not exist (``partitions`` returns 0), then park it once it has waited
+    ``missing_grace_ms`` (:mod:`adapter.schedule.aside`): its level goes on."""
     batch = Batch()
     for entry in entries:
-        if entry.partition in batch.missing or entry.partition in batch.waiting:
+        if entry.partition in batch.waiting:
             batch.put_back.append(entry)
             continue
         reason = doomed.get((entry.partition, entry.offset))
@@ -175,6 +141,7 @@ def plan_batch(
                     ScheduledMessage, item.value, canonical=False, lookup=lookup
                 )
                 delivery = delivered(record)
+                message_id = item.message_id or record.unique_key
                 topic = naming.sendable_kafka_topic(delivery.topic)
             except AdapterError as exc:
                 reason, delivery = exc.reason, None
@@ -187,8 +154,17 @@ def plan_batch(
             continue
         count = partitions(topic)
         if not count:
-            batch.missing[entry.partition] = (entry.offset, delivery.topic)
-            batch.put_back.append(entry)
+            batch.sends.append(
+                set_aside(
+                    entry,
+                    delivery.topic,
+                    message_id,
+                    now_ms=now_ms,
+                    grace_ms=missing_grace_ms,
+                    hops=hops,
+                )
+            )
+            batch.positions[entry.partition] = entry.offset + 1
             continue
         if 0 <= delivery.queue_id < count:
             partition = delivery.queue_id

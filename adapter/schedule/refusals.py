@@ -6,16 +6,15 @@ can refuse a record for good (too large, denied by an ACL) or for a while (a lea
 topic not created yet). A level keeps its order, so the forwarder retries the head of a level
 with exponential back-off (tenacity's wait strategy) while the other levels go on; a record no
 retry can cure is parked in ``RMQ_SYS_POISON_TOPIC`` with its reason. A record whose topic does
-not exist is retried for a grace (an operator may be creating the topic; auto-creation is off
-on a production cluster), then parked with reason ``missing topic``: a deleted topic cannot
-hold every later message of its level back forever, and nothing is dropped.
+not exist does not hold its level: it is set aside (:mod:`adapter.schedule.aside`).
 
-Known gaps: the grace is counted from the first refusal this worker saw; a worker that takes
-the level over counts again. The record is parked at its first retry past the grace, so up to
-one back-off (at most 30 s) later.
+Known gaps: a topic that refuses for a while (no leader, too few in-sync replicas) holds its
+level back meanwhile, in order.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import tenacity
 from confluent_kafka import KafkaError
@@ -42,29 +41,45 @@ def backoff_s(attempt: int) -> float:
     return float(_BACKOFF(state))
 
 
-class MissingTopics:
-    """Since when the head record of each level has waited for its real topic to exist."""
+class Refusals:
+    """What the refusals of one worker left: per level, how many retries in a row, and the
+    records no retry cures (``doomed``, with their reasons) until their parking commits."""
 
-    def __init__(self, grace_ms: int) -> None:
-        self.grace_ms = grace_ms
-        self._since: dict[tuple[int, int], int] = {}
+    def __init__(self) -> None:
+        self.doomed: dict[tuple[int, int], str] = {}
+        self._attempts: dict[int, int] = {}
 
-    def park_reason(self, partition: int, offset: int, topic: str, now_ms: int) -> str | None:
-        """The record at ``partition``@``offset`` was refused because ``topic`` does not
-        exist: None while it is within the grace (retry later), else why it is parked."""
-        since = self._since.setdefault((partition, offset), now_ms)
-        waited_ms = now_ms - since
-        if waited_ms < self.grace_ms:
-            return None
-        del self._since[(partition, offset)]
-        return f"missing topic: {topic!r} did not exist for {waited_ms / 1000:.1f} s"
+    def doom(self, partition: int, offset: int, reason: str) -> None:
+        self.doomed[(partition, offset)] = reason
 
-    def moved_on(self, partition: int, position: int | None = None) -> None:
-        """The level of ``partition`` committed up to ``position`` (exclusive), or left this
-        worker (None): forget the waits of the records it is past."""
-        for key in [
-            key
-            for key in self._since
-            if key[0] == partition and (position is None or key[1] < position)
-        ]:
-            del self._since[key]
+    def sort(self, failures: Iterable[tuple[int, int, KafkaError]]) -> set[int]:
+        """Doom the records of ``failures`` (partition, offset, error) that no retry cures;
+        return the levels refused for a while. Records purged by an abort were not refused."""
+        refused: set[int] = set()
+        for partition, offset, error in failures:
+            if error.code() in PURGED:
+                continue
+            if error.code() in PERMANENT:
+                self.doom(partition, offset, f"refused: {error.str()}")
+            else:
+                refused.add(partition)
+        return refused
+
+    def retry(self, partition: int) -> tuple[int, float]:
+        """The level was refused once more: the attempt's number and seconds to wait."""
+        attempt = self._attempts.get(partition, 0) + 1
+        self._attempts[partition] = attempt
+        return attempt, backoff_s(attempt)
+
+    def committed(self, records: Iterable[tuple[int, int]], levels: Iterable[int]) -> None:
+        """``records`` are consumed (parked or delivered) and ``levels`` moved on."""
+        for key in records:
+            self.doomed.pop(key, None)
+        for partition in levels:
+            self._attempts.pop(partition, None)
+
+    def forget(self, partition: int) -> None:
+        """The level left this worker: its next owner reads and judges its records again."""
+        self._attempts.pop(partition, None)
+        for key in [key for key in self.doomed if key[0] == partition]:
+            del self.doomed[key]

@@ -17,6 +17,7 @@ from adapter.config import ForwarderConfig, KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
+from adapter.kafka.worker import CONSUMER_RESET_S
 from adapter.schedule.forwarder import ScheduleForwarder
 from tests.support import (
     Recorder,
@@ -263,8 +264,8 @@ def test_on_an_injected_clock_a_delayed_message_moves_exactly_when_its_level_is_
 ) -> None:
     topic = create_topic(clock_kafka, partitions=1)
     make_producer(bootstrap=clock_kafka).send_sync(delayed(topic, "in five seconds", 2))
-    # Started after the broker stamped the record (a clock behind the broker's would make the
-    # record look further away than its level allows, and due at once: the clock-jump rule).
+    # Started after the broker stamped the record (on a clock behind the broker's the delay
+    # would count from the read: test_clock_skew).
     clock = ManualClock()
     forwarder = on_a_manual_clock(clock_kafka, clock)
     try:
@@ -391,36 +392,63 @@ def test_records_taken_for_a_batch_are_forwarded_after_a_failed_metadata_lookup(
     assert bodies == [b"first", b"second"], "each once, in order"
 
 
-def test_a_delayed_message_whose_topic_never_appears_is_parked_after_a_grace_and_the_level_goes_on(
+def test_a_verdict_to_park_a_record_does_not_outlive_its_level_leaving_the_forwarder(
+    clock_kafka: str, make_producer
+) -> None:
+    topic = create_topic(clock_kafka, partitions=1)
+    make_producer(bootstrap=clock_kafka).send_sync(delayed(topic, "deliverable now", 1))
+    clock = ManualClock()
+    forwarder = on_a_manual_clock(clock_kafka, clock)
+    try:
+        forwarder.drain()
+        head = forwarder._heads.head(0)
+        assert head is not None
+        # A refusal no retry cures (the topic's size limit, since raised by an operator) ...
+        forwarder.refusals.doom(0, head.offset, "refused: Broker: Message size too large")
+        # ... then the level leaves this worker: its consumer is replaced after 30 s of failed
+        # turns, and the level is read again from its committed position.
+        forwarder.failures.failed("a turn", KafkaException(KafkaError(KafkaError._TRANSPORT)))
+        clock.advance(int(CONSUMER_RESET_S * 1000) + 1_000)
+        forwarder._distrust_a_failing_consumer()
+        forwarder.failures.succeeded("a turn")
+        forwarder.drain()
+    finally:
+        forwarder.close()
+    [record] = read_committed(clock_kafka, topic, 1)
+    assert record.value() == b"deliverable now", "judged again, not parked by a stale verdict"
+
+
+def test_records_whose_topic_is_missing_do_not_hold_their_level_and_are_parked_after_a_grace(
     clock_kafka: str, make_producer
 ) -> None:
     gone, topic = unique("NeverCreated"), create_topic(clock_kafka, partitions=1)
     producer = make_producer(bootstrap=clock_kafka)
-    producer.send_sync(delayed(gone, "to nowhere", 1))
-    producer.send_sync(delayed(topic, "behind it", 1))
+    for i in range(3):  # each record of a missing topic held its level for the whole grace
+        producer.send_sync(delayed(gone, f"to nowhere {i}", 1))
+    producer.send_sync(delayed(topic, "behind them", 1))
     clock = ManualClock()
     forwarder = on_a_manual_clock(clock_kafka, clock, missing_topic_grace_ms=30_000)
     try:
         forwarder.drain()
         clock.advance(2_000)
         forwarder.drain()
-        clock.advance(20_000)
-        forwarder.drain()
-        assert end_offset(clock_kafka, topic) == 0, "its level waits for the topic, in order"
-        clock.advance(11_000)
-        forwarder.drain()
-        [record] = read_committed(clock_kafka, topic, 1)
+        assert len(read_committed(clock_kafka, topic, 1, timeout=10)) == 1, "the level went on"
+        for _ in range(7):  # 35 s of the forwarder's clock: waits of 0.1, 5, 10 and 10 s
+            clock.advance(5_000)
+            forwarder.drain()
     finally:
         forwarder.close()
-    assert record.value() == b"behind it"
+    [record] = read_committed(clock_kafka, topic, 1)
+    assert record.value() == b"behind them"
     parked = [
         r
-        for r in read_committed(clock_kafka, naming.POISON_TOPIC, 1, timeout=30)
+        for r in read_committed(clock_kafka, naming.POISON_TOPIC, 3, timeout=30)
         if gone.encode() in dict(r.headers()).get("reason", b"")
     ]
-    [why] = [dict(r.headers())["reason"].decode() for r in parked]
-    assert why.startswith(f"missing topic: {gone!r} did not exist for 3")
-    assert forwarder.metrics.parked.labels("missing topic")._value.get() == 1
+    assert sorted(r.value() is not None for r in parked) == [True] * 3, "each parked once"
+    for why in [dict(r.headers())["reason"].decode() for r in parked]:
+        assert why.startswith(f"missing topic: {gone!r} did not exist for 3"), why
+    assert forwarder.metrics.parked.labels("missing topic")._value.get() == 3
 
 
 def test_a_forwarder_in_burst_mode_delivers_what_is_due_and_exits_zero(

@@ -12,6 +12,7 @@ from adapter import properties as prop
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.schedule import timer
+from adapter.schedule.aside import SINCE_HEADER
 from adapter.schedule.intake import FAR_AHEAD_MS, read_record
 from adapter.schedule.plan import hop_headers
 
@@ -121,4 +122,17 @@ def test_any_headers_and_stamp_are_read_or_given_a_reason_never_an_exception(
 ) -> None:
     read = read_record(partition, headers, b"v", (kind, stamp), NOW, HOPS)
     assert read.due_ms <= NOW + HOPS.longest_ms
-    assert read.reason is not None or read.due_ms >= min(stamp, NOW)
+    if not {name for name, _ in headers} & {timer.DELIVER_HEADER, timer.HOP_DUE_HEADER}:
+        store = stamp if kind == TIMESTAMP_LOG_APPEND_TIME else NOW
+        assert (read.due_ms, read.reason) == (min(store, NOW) + HOPS.delay_ms(partition), None)
+
+
+def test_a_record_set_aside_for_its_missing_topic_is_due_at_its_hops_end_and_knows_since_when() -> (
+    None
+):
+    headers = [(timer.HOP_DUE_HEADER, str(NOW + 100).encode()), (SINCE_HEADER, b"12345")]
+    read = read_record(FINE + 1, headers, b"v", stamped(NOW), NOW, HOPS)
+    assert (read.due_ms, read.item.missing_since_ms, read.reason) == (NOW + 100, 12345, None)
+    garbage = [(timer.HOP_DUE_HEADER, b"soon"), (SINCE_HEADER, None)]
+    read = read_record(LEVEL_2, garbage, b"v", stamped(NOW), NOW, HOPS)
+    assert (read.due_ms, read.item.missing_since_ms) == (NOW + 5_000, None), "as a level record"

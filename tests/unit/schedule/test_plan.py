@@ -1,5 +1,5 @@
-"""The forwarder's planning of a batch: deliver what it can, park what it never can, hold a
-level back while its real topic is missing without holding up the other levels, and move each
+"""The forwarder's planning of a batch: deliver what it can, park what it never can, set
+aside a record whose real topic is missing without holding up its level, and move each
 timer on by its longest hop, deliver it once due, or drop it once recalled."""
 
 from __future__ import annotations
@@ -89,19 +89,21 @@ def test_a_record_addressed_to_a_system_topic_is_parked_not_delivered() -> None:
     assert "forbidden" in send.reason
 
 
-def test_a_missing_real_topic_holds_its_level_back_and_the_other_levels_go_on() -> None:
+def test_a_record_whose_real_topic_is_missing_is_set_aside_and_its_level_goes_on() -> None:
     entries = [
         entry(0, 0, parked_record("Gone")),
         entry(0, 1, parked_record("Orders")),
         entry(1, 0, parked_record("Orders")),
     ]
     batch = plan(entries, partitions=counts(Orders=1))
-    assert [(s.entry.partition, s.entry.offset) for s in batch.sends] == [(1, 0)]
-    assert [(e.partition, e.offset) for e in batch.put_back] == [(0, 0), (0, 1)], (
-        "the level keeps its order: nothing behind the refused record goes first"
-    )
-    assert batch.missing == {0: (0, "Gone")}
-    assert batch.positions == {1: 1}
+    assert [(s.kind, s.entry.partition, s.entry.offset) for s in batch.sends] == [
+        ("aside", 0, 0),
+        ("deliver", 0, 1),
+        ("deliver", 1, 0),
+    ], "the record behind it is delivered in the same batch"
+    assert batch.sends[0].topic == SCHEDULE
+    assert batch.put_back == []
+    assert batch.positions == {0: 2, 1: 1}
 
 
 def test_a_record_no_retry_can_deliver_is_parked_with_the_reason_it_was_refused() -> None:

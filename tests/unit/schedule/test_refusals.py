@@ -1,10 +1,11 @@
-"""A real topic refusing deliveries: the back-off, and the grace of a missing topic."""
+"""A real topic refusing deliveries: the back-off, and the verdicts to park a record."""
 
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import KafkaError
 
-from adapter.schedule.refusals import MissingTopics, backoff_s
+from adapter.schedule.refusals import Refusals, backoff_s
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -15,29 +16,29 @@ def test_refused_deliveries_back_off_exponentially_up_to_thirty_seconds() -> Non
     assert 30 <= waits[4] <= 30.1
 
 
-def test_a_missing_topic_is_waited_for_through_the_grace_then_its_record_is_parked() -> None:
-    missing = MissingTopics(grace_ms=60_000)
-    assert missing.park_reason(3, 7, "Gone", now_ms=1_000) is None
-    assert missing.park_reason(3, 7, "Gone", now_ms=60_999) is None, "still within the grace"
-    why = missing.park_reason(3, 7, "Gone", now_ms=61_000)
-    assert why == "missing topic: 'Gone' did not exist for 60.0 s"
+def test_refusals_doom_what_no_retry_cures_and_back_off_the_levels_refused_for_a_while() -> None:
+    refusals = Refusals()
+    refused = refusals.sort(
+        [
+            (0, 5, KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)),
+            (1, 2, KafkaError(KafkaError.NOT_ENOUGH_REPLICAS)),
+            (2, 9, KafkaError(KafkaError._PURGE_QUEUE)),
+        ]
+    )
+    assert refused == {1}, "a purged record was not refused"
+    assert refusals.doomed == {(0, 5): "refused: Broker: Message size too large"}
+    assert [refusals.retry(1)[0] for _ in range(3)] == [1, 2, 3]
 
 
-def test_the_grace_starts_again_for_the_next_record_once_the_level_moved_on() -> None:
-    missing = MissingTopics(grace_ms=1_000)
-    assert missing.park_reason(0, 1, "Gone", now_ms=0) is None
-    missing.moved_on(0)
-    assert missing.park_reason(0, 1, "Gone", now_ms=5_000) is None, "counted again from now"
-    assert missing.park_reason(1, 1, "Gone", now_ms=5_500) is None, "each level its own wait"
-    assert missing.park_reason(0, 1, "Gone", now_ms=6_000) is not None
-
-
-def test_records_committed_before_the_waiting_head_do_not_restart_its_grace() -> None:
-    missing = MissingTopics(grace_ms=1_000)
-    assert missing.park_reason(0, 3, "Gone", now_ms=0) is None
-    missing.moved_on(0, 3)  # the level's records before the head were forwarded
-    assert missing.park_reason(0, 3, "Gone", now_ms=1_000) is not None, "counted from t=0"
-
-
-def test_a_grace_of_zero_parks_at_the_first_refusal() -> None:
-    assert MissingTopics(grace_ms=0).park_reason(0, 0, "Gone", now_ms=5) is not None
+def test_a_verdict_stays_until_its_record_commits_and_goes_with_its_level() -> None:
+    refusals = Refusals()
+    refusals.doom(0, 5, "refused: too large")
+    refusals.doom(3, 1, "corrupt: timer headers")
+    refusals.retry(3)
+    refusals.committed([(7, 7)], [7])
+    assert set(refusals.doomed) == {(0, 5), (3, 1)}
+    refusals.forget(3)  # the level left this worker: its next owner judges again
+    assert set(refusals.doomed) == {(0, 5)}
+    assert refusals.retry(3)[0] == 1, "its retries count again"
+    refusals.committed([(0, 5)], [0])
+    assert refusals.doomed == {}
