@@ -36,6 +36,7 @@ from adapter.exceptions import AdapterError
 from adapter.kafka import clients, topics
 from adapter.kafka.worker import AnyWorker
 from adapter.ops import broker as local_broker
+from adapter.ops.proxy_cli import proxy_command
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -432,6 +433,8 @@ main.add_command(
         "spark", help="Spark Structured Streaming jobs on the real topics (points, telemetry)."
     )
 )
+
+main.add_command(proxy_command)
 
 
 if __name__ == "__main__":

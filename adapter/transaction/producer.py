@@ -46,7 +46,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaRecord
 
-from adapter import naming
+from adapter import naming, routing
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import FAST_COMMIT_WINDOW_MS, KafkaSettings, ProducerConfig
@@ -219,11 +219,23 @@ class TransactionMQProducer(ProducerBase):
                 self._send_end(sender, end)
         return SendResult(SendStatus.OK, tid, sent.offset)
 
-    def send_half(self, message: Message, transaction_id: str | None = None) -> HalfSent:
+    def send_half(
+        self,
+        message: Message,
+        transaction_id: str | None = None,
+        *,
+        born_ms: int | None = None,
+        key: str | None = None,
+    ) -> HalfSent:
         """The first step alone: write ``message``'s half message (transaction id
         ``transaction_id``, a new one if None) and wait for Kafka's acknowledgement;
         ``ProducerSendSyncFailed`` when it is refused or not acknowledged. For clients whose
-        application decides later (the 5.x ``Transaction``); :meth:`end_half` decides it."""
+        application decides later (the 5.x ``Transaction``); :meth:`end_half` decides it.
+
+        ``born_ms`` (default: now) and ``key`` (default: this producer's HALF partition) are
+        for a caller that may send one message's half again from another process (the proxy,
+        when a client retries through another one): the same born time and key put the copy
+        in the same HALF partition, where the coordinator takes it for the same message."""
         error = ProducerSendSyncFailed
         sender = self._started(error)
         transaction_id = transaction_id or new_message_id()
@@ -233,15 +245,18 @@ class TransactionMQProducer(ProducerBase):
                 message,
                 group=self._group,
                 transaction_id=transaction_id,
-                born_ms=self._clock.now_ms(),
+                born_ms=self._clock.now_ms() if born_ms is None else born_ms,
             )
             half_info(half)  # the coordinator's own validation: it never refuses what we send
             self._require_topics(sender, topic)
             value = codec.encode(half)
+            partition = self._half_partition(sender)
+            if key is not None:
+                partition = routing.queue_for_sharding_key(key, sender.topics.require(HALF))
         except (AdapterError, KafkaException) as exc:
             raise error(str(exc)) from exc
         headers = [(prop.UNIQ_KEY, transaction_id.encode())]
-        record = Outgoing(HALF, value, headers, self._half_partition(sender), None)
+        record = Outgoing(HALF, value, headers, partition, None)
         ack = sender.produce_and_ack(
             record, error, f"half message {transaction_id} for {message.topic}"
         )
@@ -261,6 +276,40 @@ class TransactionMQProducer(ProducerBase):
             return
         record = Outgoing(END, codec.encode(end), [], end.half_partition, None)
         sender.produce_and_ack(record, ProducerSendSyncFailed, f"END of {end.transaction_id}")
+
+    def end_named(
+        self,
+        transaction_id: str,
+        half_at: tuple[int, int],
+        decision: TransactionDecision,
+        *,
+        check_times: int = 0,
+    ) -> None:
+        """Decide a half message of this group known only by its transaction id and where it
+        is (``half_at``: HALF partition, offset): a decision that reaches another process than
+        the one that sent the half message, or the answer to check number ``check_times``
+        (0: the producer's own decision) given later than :mod:`adapter.transaction.checks`
+        asks. Its END record is sent and acknowledged (``ProducerSendSyncFailed`` if not);
+        the coordinator refuses it if it names another message. ``ValueError`` for UNKNOWN or
+        a place that cannot hold a half message."""
+        if decision is TransactionDecision.UNKNOWN:
+            raise ValueError("only COMMIT or ROLLBACK ends a half message")
+        sender = self._started(ProducerSendSyncFailed)
+        partitions = sender.topics.count(END)
+        if not 0 <= half_at[0] < partitions or half_at[1] < 0:
+            raise ValueError(f"no half message at {half_at} ({partitions} HALF partitions)")
+        end = EndTransaction(
+            transaction_id=transaction_id,
+            producer_group=self._group,
+            half_partition=half_at[0],
+            half_offset=half_at[1],
+            decision=decision,
+            from_check=check_times > 0,
+            check_times=check_times,
+            timestamp=self._clock.now_ms(),
+        )
+        record = Outgoing(END, codec.encode(end), [], end.half_partition, None)
+        sender.produce_and_ack(record, ProducerSendSyncFailed, f"END of {transaction_id}")
 
     # -- internals ----------------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 Layers, lowest first: the core modules (``adapter/*.py``), ``wire`` (records and codec),
 ``kafka`` (shared plumbing), then the parts (``schedule``, ``producer``, ``consumer``,
-``transaction``), then ``ops`` and ``v5`` (the 5.x surface, over the producer, consumer and
-transaction parts). A module imports only from its own part and lower layers;
-the pure envelopes of ``schedule`` are the one shared piece the producers and consumers use.
+``transaction``), then ``v5`` (the 5.x surface, over the producer, consumer and transaction
+parts), then ``proxy`` (RocketMQ 5.x's protocol, over all of them), then ``ops``. A module
+imports only from its own part and lower layers; the pure envelopes of ``schedule`` are the
+one shared piece the producers and consumers use.
 """
 
 from __future__ import annotations
@@ -38,11 +39,14 @@ ALLOWED: dict[str, set[str]] = {
         "transaction",
         "ops",
         "spark",
+        "proxy",
     },
     "spark": {"core", "wire", "spark"},
     # The 5.x clients sit on the 2.0 parts (the dead-letter send-back) and on the timers.
     "v5": {"core", "wire", "kafka", "schedule", "producer", "consumer", "transaction", "v5"},
 }
+# The proxy serves RocketMQ 5.x's protocol on the cores of every part below it.
+ALLOWED["proxy"] = ALLOWED["v5"] | {"proxy"}
 
 
 def module_name(path: Path) -> str:

@@ -1,0 +1,74 @@
+"""Errors as RocketMQ 5.x status codes: every failure of an RPC is answered with a ``Code``.
+
+Reproduces how RocketMQ's proxy answers (``ProxyExceptionCode`` mapped to
+``definition.proto``'s ``Code``): the gRPC call itself succeeds and the response's ``status``
+carries the code and a message; each client turns the code into its own exception (the Java
+client's ``BadRequestException``, ``UnauthorizedException``, ``TooManyRequestsException``, ...;
+the Python client's ``MessagingResultChecker``). A :class:`ProxyError` raised anywhere below an
+RPC becomes that answer; any other exception becomes ``INTERNAL_SERVER_ERROR`` with its text,
+so a bad request never ends the process.
+
+Known gaps: none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from adapter.exceptions import (
+    AdapterError,
+    DeliveryError,
+    InvalidMessageError,
+    InvalidNameError,
+    MessageTooLargeError,
+)
+from adapter.kafka.io import MissingTopic
+from adapter.proxy.protocol import Code, definition
+
+__all__ = ["Code", "ProxyError", "code_name", "of_exception", "status"]
+
+
+class ProxyError(Exception):
+    """An RPC's failure, answered with ``code`` and ``message``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{code_name(self.code)}: {self.message}"
+
+
+def code_name(code: int) -> str:
+    try:
+        return str(Code.Name(code))
+    except ValueError:
+        return str(code)
+
+
+def status(code: int = Code.OK, message: str = "OK") -> Any:
+    """A ``Status`` message."""
+    return definition.Status(code=code, message=message)
+
+
+def of_exception(exc: BaseException, what: str) -> ProxyError:
+    """The code an exception of the adapter's cores (or Kafka's) is answered with."""
+    if isinstance(exc, ProxyError):
+        return exc
+    text = f"{what}: {exc}"
+    if isinstance(exc, MissingTopic):
+        return ProxyError(Code.TOPIC_NOT_FOUND, text)
+    if isinstance(exc, MessageTooLargeError):
+        return ProxyError(Code.MESSAGE_BODY_TOO_LARGE, text)
+    if isinstance(exc, InvalidNameError):
+        return ProxyError(Code.ILLEGAL_TOPIC, text)
+    if isinstance(exc, InvalidMessageError):
+        return ProxyError(Code.BAD_REQUEST, text)
+    if isinstance(exc, (DeliveryError, KafkaException)):
+        return ProxyError(Code.INTERNAL_SERVER_ERROR, text)
+    if isinstance(exc, AdapterError):
+        return ProxyError(Code.INTERNAL_SERVER_ERROR, text)
+    return ProxyError(Code.INTERNAL_SERVER_ERROR, f"{what}: {type(exc).__name__}: {exc}")

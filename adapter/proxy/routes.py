@@ -1,0 +1,89 @@
+"""``QueryRoute``, ``Heartbeat`` and ``NotifyClientTermination``: where a topic lives, and
+who is there.
+
+Reproduces RocketMQ 5's ``RouteActivity`` and ``ClientActivity`` for what a producer needs:
+
+- ``QueryRoute``: one message queue per Kafka partition of the topic (queue id = partition),
+  readable and writable, all on one broker whose endpoints are the ones the client reached the
+  proxy by (as RocketMQ's proxy answers with the request's endpoints), so that every call of
+  the client comes back to this address, whichever proxy serves it; each queue lists the
+  message types the topic accepts. A topic that does not exist is ``TOPIC_NOT_FOUND``;
+- ``Heartbeat``: answered; the client's Telemetry stream is what keeps it known;
+- ``NotifyClientTermination``: the client's sessions on this proxy end.
+
+Known gaps: RocketMQ creates topics only by its admin tools; a topic created in Kafka a moment
+ago can take up to a second to be found.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapter import naming
+from adapter.kafka.io import PartitionCounts
+from adapter.proxy import codes
+from adapter.proxy.auth import Account, Perm
+from adapter.proxy.codes import Code, ProxyError
+from adapter.proxy.config import Address, ProxyConfig
+from adapter.proxy.messages import resource_name
+from adapter.proxy.protocol import definition, service
+from adapter.proxy.sessions import Sessions
+
+__all__ = ["BROKER_NAME", "Routes"]
+
+BROKER_NAME = "rmq-adapter"
+"""The one broker every route names: the proxies in front of the Kafka cluster."""
+
+
+class Routes:
+    def __init__(self, config: ProxyConfig, topics: PartitionCounts, sessions: Sessions) -> None:
+        self._config = config
+        self._topics = topics
+        self._sessions = sessions
+
+    def query_route(self, request: Any, account: Account, bound: Address) -> Any:
+        """The route of ``request.topic`` (blocking: it may ask Kafka)."""
+        topic = resource_name(request.topic)
+        account.require(Perm.PUB | Perm.SUB, topic=topic)  # either will do
+        try:
+            kafka_topic = naming.kafka_topic(topic)
+        except ValueError as exc:
+            raise ProxyError(Code.ILLEGAL_TOPIC, str(exc)) from exc
+        partitions = self._topics.count(kafka_topic)
+        if not partitions:
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+        endpoints = request.endpoints
+        if not endpoints.addresses:
+            endpoints = definition.Endpoints(
+                scheme=definition.AddressScheme.IPv4,
+                addresses=[definition.Address(host=bound.host, port=bound.port)],
+            )
+        broker = definition.Broker(name=BROKER_NAME, id=0, endpoints=endpoints)
+        accepted = [
+            definition.MessageType.Value(kind)
+            for kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
+            if kind in self._config.accepted_types(topic)
+        ]
+        queues = [
+            definition.MessageQueue(
+                topic=definition.Resource(name=topic),
+                id=queue,
+                permission=definition.Permission.READ_WRITE,
+                broker=broker,
+                accept_message_types=accepted,
+            )
+            for queue in range(partitions)
+        ]
+        return service.QueryRouteResponse(status=codes.status(), message_queues=queues)
+
+    def heartbeat(self, request: Any) -> Any:
+        if request.client_type not in definition.ClientType.values():
+            raise ProxyError(
+                Code.UNRECOGNIZED_CLIENT_TYPE, f"unknown client type {request.client_type}"
+            )
+        return service.HeartbeatResponse(status=codes.status())
+
+    def terminate(self, client_id: str) -> Any:
+        for session in self._sessions.of_client(client_id):
+            session.end()
+        return service.NotifyClientTerminationResponse(status=codes.status())

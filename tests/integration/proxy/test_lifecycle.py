@@ -1,0 +1,45 @@
+"""``rmq-adapter proxy`` runs like the workers: probes and metrics, and a clean SIGTERM."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from adapter.proxy.protocol import Code, definition, service, service_grpc
+from tests.integration.proxy.conftest import RunningProxy, StartProxy
+from tests.support import wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
+
+
+def heartbeat(endpoint: str) -> int:
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = service_grpc.MessagingServiceStub(channel)
+        request = service.HeartbeatRequest(client_type=definition.ClientType.PRODUCER)
+        return int(stub.Heartbeat(request, timeout=10).status.code)
+
+
+def test_the_proxy_is_healthy_and_ready_once_it_serves(proxy: RunningProxy) -> None:
+    assert proxy.scrape("/healthz") == (200, "ok\n")
+    wait_until(lambda: proxy.scrape("/readyz")[0] == 200, timeout=30, what="/readyz 200")
+
+
+def test_rpcs_are_counted_by_method_and_code_with_their_latency(proxy: RunningProxy) -> None:
+    assert heartbeat(proxy.endpoint) == Code.OK
+    _, text = proxy.scrape()
+    assert 'rmq_proxy_rpcs_total{code="OK",method="Heartbeat"} 1.0' in text
+    assert 'rmq_proxy_rpc_seconds_count{method="Heartbeat"} 1.0' in text
+
+
+def test_sigterm_stops_the_proxy_cleanly_and_frees_its_port(start_proxy: StartProxy) -> None:
+    proxy = start_proxy()
+    assert heartbeat(proxy.endpoint) == Code.OK
+    assert proxy.terminate() == 0
+    assert "proxy stopped" in proxy.output()
+    with pytest.raises(grpc.RpcError):
+        heartbeat(proxy.endpoint)
+
+
+def test_a_taken_port_is_a_clear_error(proxy: RunningProxy, start_proxy: StartProxy) -> None:
+    with pytest.raises(AssertionError, match="exited with 1"):
+        start_proxy(listen=proxy.endpoint)
