@@ -107,6 +107,7 @@ class Sender:
         schemas.install(config.kafka).wait(min(self.timeout_s, schemas.START_WAIT_S))
         self.topics = io.PartitionCounts(self.client.list_topics, timeout_s=self.timeout_s)
         self.oneway_failures = 0
+        self._cluster_id: str | None = None
         self._reports_served = reports_served
         self._serving = threading.Event()
         self._poller: threading.Thread | None = None
@@ -120,6 +121,14 @@ class Sender:
     @property
     def address(self) -> str:
         return self.config.kafka.bootstrap_servers
+
+    def cluster_id(self) -> str:
+        """The Kafka cluster's id, asked once (``KafkaException`` when Kafka cannot tell
+        within the send timeout)."""
+        if self._cluster_id is None:
+            metadata = self.client.list_topics(timeout=self.timeout_s)
+            self._cluster_id = str(metadata.cluster_id or "")
+        return self._cluster_id
 
     def _serve_reports(self) -> None:
         while self._serving.is_set():

@@ -3,9 +3,11 @@
 Reproduces the broker side of RocketMQ 5.5's ``recallMessage`` with the protocol of
 :mod:`adapter.schedule.recall`:
 
-- :func:`recall` appends a RECALL record, then reads the topic read_committed from a minute
-  before the deliver time up to its own record: a DELIVERED marker of the same id before it
-  means the recall lost;
+- :func:`recall` reads the topic read_committed from a minute before the deliver time to its
+  end: a DELIVERED marker of the id refuses the recall, a RECALL or DROPPED one means it was
+  recalled already, and nothing is written. Otherwise it appends a RECALL record and reads on
+  up to it: a DELIVERED marker of the same id before it means the recall lost, and the loser
+  writes DELIVERED again, so that compaction keeps the delivery on record;
 - :class:`RecallView` is the forwarder's reader (read_uncommitted, so that it can read past the
   markers of its own open transaction): every RECALL seen, by id, with its offset.
 
@@ -54,57 +56,93 @@ def recall(
     clock: Clock = SYSTEM_CLOCK,
 ) -> None:
     """Recall the timer of ``handle``; :class:`AdapterError` when it was delivered already, or
-    when the verdict could not be read within ``timeout_s`` (the recall may then still hold)."""
+    when the verdict could not be read within ``timeout_s`` (the recall may then still hold).
+
+    The log as it is decides first: a delivery there refuses the recall, a recall there
+    stands, and nothing is written. Otherwise a RECALL is appended, and a delivery committed
+    before it means the recall lost: the loser writes the delivery again
+    (:data:`~adapter.schedule.recall.LOST_RECALL_MARK`), so compaction, which keeps the last
+    record of the id, keeps the delivery on record and not the recall that lost."""
     now = clock.now_ms()
     if now > handle.deliver_ms + rules.RECALL_HORIZON_MS:
         raise AdapterError(
             f"message {handle.message_id} was due {(now - handle.deliver_ms) // 1000} s ago: "
             "too late to recall"
         )
-    ack = io.produce_and_ack(
-        producer,
-        RECALL_TOPIC,
-        str(handle.deliver_ms).encode(),
-        timeout_s=timeout_s,
-        reports_served=reports_served,
-        what=f"recall of {handle.message_id}",
-        key=handle.message_id.encode(),
-        partition=PARTITION,
-        headers=[(rules.KIND_HEADER, rules.RECALL)],
-    )
-    markers = _read_up_to(conf, handle.deliver_ms - rules.SCAN_FROM_MS, ack.offset, timeout_s)
-    if rules.delivered_before(markers, handle.message_id, ack.offset):
-        # the RECALL record lost: a tombstone lets compaction remove it
-        io.produce(
+    delivered = AdapterError(f"message {handle.message_id} was delivered already; cannot recall")
+
+    def append(value: bytes | None, kind: bytes, what: str) -> int:
+        ack = io.produce_and_ack(
             producer,
             RECALL_TOPIC,
-            None,
+            value,
             timeout_s=timeout_s,
+            reports_served=reports_served,
+            what=what,
             key=handle.message_id.encode(),
             partition=PARTITION,
-            headers=[(rules.KIND_HEADER, rules.DROPPED)],
+            headers=[(rules.KIND_HEADER, kind)],
         )
-        if not reports_served:
-            producer.flush(timeout_s)
-        raise AdapterError(f"message {handle.message_id} was delivered already; cannot recall")
+        return ack.offset
 
-
-def _read_up_to(
-    conf: Mapping[str, Any], from_ms: int, offset: int, timeout_s: float
-) -> list[Marker]:
-    """The committed markers from the first one stored at ``from_ms`` or later up to
-    ``offset`` (exclusive)."""
-    reader = clients.consumer({"group.id": _GROUP, **conf, **io.READER_SETTINGS})
+    reader = _MarkerReader(conf, handle.deliver_ms - rules.SCAN_FROM_MS, timeout_s)
     try:
-        [start] = reader.offsets_for_times(
-            [TopicPartition(RECALL_TOPIC, PARTITION, max(0, from_ms))], timeout_s
+        seen = rules.seen_before(reader.read_to(reader.end), handle.message_id)
+        if seen is rules.Seen.DELIVERED:
+            raise delivered
+        if seen is rules.Seen.RECALLED:
+            return
+        offset = append(
+            str(handle.deliver_ms).encode(), rules.RECALL, f"recall of {handle.message_id}"
         )
-        begin = start.offset if 0 <= start.offset <= offset else offset
-        reader.assign([TopicPartition(RECALL_TOPIC, PARTITION, begin)])
-        markers = _read(reader, lambda: _position(reader) > offset, timeout_s)
+        markers = reader.read_to(offset)
     finally:
         reader.close()
-    return [m for m in markers if m.offset < offset]
+    if rules.delivered_before(markers, handle.message_id, offset):
+        append(None, rules.LOST_RECALL_MARK, f"delivery of {handle.message_id} (recall lost)")
+        raise delivered
+
+
+class _MarkerReader:
+    """Committed markers of the recall topic from the first one stored at ``from_ms`` or
+    later, read on in steps (:meth:`read_to`), within one deadline."""
+
+    def __init__(self, conf: Mapping[str, Any], from_ms: int, timeout_s: float) -> None:
+        self._deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+        self._consumer = clients.consumer({"group.id": _GROUP, **conf, **io.READER_SETTINGS})
+        try:
+            partition = TopicPartition(RECALL_TOPIC, PARTITION)
+            _, self.end = self._consumer.get_watermark_offsets(partition, timeout_s, cached=False)
+            [start] = self._consumer.offsets_for_times(
+                [TopicPartition(RECALL_TOPIC, PARTITION, max(0, from_ms))], timeout_s
+            )
+        except BaseException:
+            self._consumer.close()
+            raise
+        self._next = start.offset if 0 <= start.offset <= self.end else self.end
+        """The offset of the next record to read."""
+        self._ahead: list[Marker] = []
+        self._consumer.assign([TopicPartition(RECALL_TOPIC, PARTITION, self._next)])
+
+    def read_to(self, offset: int) -> list[Marker]:
+        """The markers below ``offset`` not returned yet (a fetch may bring markers past
+        ``offset``: they are kept for the next call)."""
+        remaining = self._deadline - SYSTEM_CLOCK.monotonic()
+        markers = self._ahead + _read(
+            self._consumer, lambda: self._next >= offset, remaining, self._passed
+        )
+        self._ahead = [m for m in markers if m.offset >= offset]
+        return [m for m in markers if m.offset < offset]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _passed(self, record: Any) -> None:
+        error = record.error()
+        if error is None:
+            self._next = max(self._next, (record.offset() or 0) + 1)
+        elif error.code() == KafkaError._PARTITION_EOF:
+            self._next = max(self._next, record.offset() or 0)
 
 
 def _position(consumer: Consumer) -> int:
@@ -112,7 +150,14 @@ def _position(consumer: Consumer) -> int:
     return tp.offset
 
 
-def _read(consumer: Consumer, done: Callable[[], bool], timeout_s: float) -> list[Marker]:
+def _read(
+    consumer: Consumer,
+    done: Callable[[], bool],
+    timeout_s: float,
+    passed: Callable[[Any], None] | None = None,
+) -> list[Marker]:
+    """The markers read until ``done()``; each record (end-of-partition events included) is
+    shown to ``passed`` first. :class:`AdapterError` after ``timeout_s``."""
     deadline = SYSTEM_CLOCK.monotonic() + timeout_s
     markers: list[Marker] = []
     while not done():
@@ -122,6 +167,8 @@ def _read(consumer: Consumer, done: Callable[[], bool], timeout_s: float) -> lis
                 "the recall may still take effect"
             )
         for record in io.fetch(consumer, 500, 0.1):
+            if passed is not None:
+                passed(record)
             error = record.error()
             if error is None:
                 found = marker(record)

@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaRecord
@@ -54,7 +54,7 @@ from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import ProducerConfig, delay_levels_from_env, fast_commit_from_env
 from adapter.exceptions import AdapterError, DeliveryError, ProducerException
 from adapter.msgid import new_message_id
-from adapter.producer.sender import SCHEDULE, Outgoing, Sender
+from adapter.producer.sender import Outgoing, Sender
 from adapter.schedule.recall import BadRecallHandle
 from adapter.transaction.producer import HalfSent, TransactionMQProducer
 from adapter.v5 import timers
@@ -220,20 +220,20 @@ class Producer:
         sender = self._running("producer is not running now.")
         if transaction is not None:
             return self._send_half(message, transaction)
-        record = self._record(sender, message, transactional=False)
-        msg_id = _message_id(message)
+        record, sent = self._record(sender, message, transactional=False)
         try:
-            ack = sender.produce_and_ack(record, _SendFailed, f"{msg_id} to {message.topic}")
+            ack = sender.produce_and_ack(record, _SendFailed, sent.what)
         except _SendFailed as exc:
-            raise translate(exc, f"send message {msg_id} to {message.topic}") from exc
-        return self._receipt(message, record, ack.partition, ack.offset)
+            raise translate(exc, f"send message {sent.what}") from exc
+        return sent.receipt(ack.partition, ack.offset)
 
     def send_async(self, message: Message) -> Future[SendReceipt]:
         """Send ``message`` without waiting; the ``Future`` gives its ``SendReceipt`` or the
-        5.x exception. A message that cannot be sent at all raises here, as in 5.x."""
+        5.x exception. A message that cannot be sent at all raises here, as in 5.x. The
+        receipt describes the message as it was at this call: the message may be changed, or
+        sent again, before the future completes."""
         sender = self._running("producer is not running now.")
-        record = self._record(sender, message, transactional=False)
-        msg_id, topic = _message_id(message), str(message.topic)
+        record, sent = self._record(sender, message, transactional=False)
         future: Future[SendReceipt] = Future()
         with self._lock:
             callbacks = self._callbacks
@@ -244,17 +244,16 @@ class Producer:
         def delivered(error: KafkaError | None, kafka_record: KafkaRecord) -> None:
             outcome: SendReceipt | ClientException
             if error is None:
-                partition, offset = kafka_record.partition() or 0, kafka_record.offset() or 0
-                outcome = self._receipt(message, record, partition, offset)
+                outcome = sent.receipt(kafka_record.partition() or 0, kafka_record.offset() or 0)
             else:
-                failure = DeliveryError(f"Kafka refused {msg_id}: {error.str()}", kafka_error=error)
-                outcome = translate(failure, f"send message {msg_id} to {topic}")
+                why = f"Kafka refused {sent.message_id}: {error.str()}"
+                outcome = translate(DeliveryError(why, kafka_error=error), f"send {sent.what}")
             self._settle(callbacks, future, outcome)
 
         try:
             sender.produce_oneway(record, _SendFailed, on_delivery=delivered)
         except _SendFailed as exc:
-            self._settle(callbacks, future, translate(exc, f"send message {msg_id} to {topic}"))
+            self._settle(callbacks, future, translate(exc, f"send message {sent.what}"))
         return future
 
     def recall_message(self, topic: str, recall_handle: str) -> str:
@@ -314,8 +313,11 @@ class Producer:
             raise IllegalStateException(why)
         return sender
 
-    def _record(self, sender: Sender, message: Message, *, transactional: bool) -> Outgoing:
-        """``message`` checked, given its id and type, and built as the record to produce."""
+    def _record(
+        self, sender: Sender, message: Message, *, transactional: bool
+    ) -> tuple[Outgoing, _Sent]:
+        """``message`` checked, given its id and type, and built as the record to produce;
+        with what its receipt will say, taken now."""
         if message is None:
             raise IllegalArgumentException("message should not be null.")
         kind = message.type_for_send(
@@ -323,34 +325,24 @@ class Producer:
         )
         message.message_id = msg_id = new_message_id()
         message.message_type = int(kind)
+        topic, group = str(message.topic), message.message_group
+        deliver_at = message.delivery_timestamp
         wire = message.to_wire()
-        group = message.message_group
         try:
-            deliver_at = message.delivery_timestamp
             if deliver_at:
                 timer = timers.timer_record(sender, wire, msg_id, deliver_at)
                 if timer is not None:
-                    return timer
+                    handle = timers.recall_handle(sender, topic, msg_id, deliver_at)
+                    return timer, _Sent(msg_id, topic, handle)
             partition = None
             if group is not None:
                 partition = sender.queue_for(wire, group, _SendFailed)
-            return sender.record(wire, msg_id, _SendFailed, partition=partition, key=group)
+            record = sender.record(wire, msg_id, _SendFailed, partition=partition, key=group)
+            return record, _Sent(msg_id, topic, None)
         except ValueError as exc:
             raise IllegalArgumentException(str(exc)) from exc
         except (_SendFailed, AdapterError, KafkaException) as exc:
-            raise translate(exc, f"send message {msg_id} to {message.topic}") from exc
-
-    def _receipt(
-        self, message: Message, record: Outgoing, partition: int, offset: int
-    ) -> SendReceipt:
-        """The receipt of a send; a timer's names its SCHEDULE partition and carries its
-        recall handle."""
-        msg_id, topic = _message_id(message), str(message.topic)
-        handle = None
-        deliver_at = message.delivery_timestamp
-        if record.topic == SCHEDULE and deliver_at:
-            handle = timers.recall_handle(topic, msg_id, deliver_at)
-        return SendReceipt(msg_id, None, MessageQueue(topic, partition), offset, handle)
+            raise translate(exc, f"send message {msg_id} to {topic}") from exc
 
     def _send_half(self, message: Message, transaction: Transaction) -> SendReceipt:
         if message is None:
@@ -418,8 +410,23 @@ def _complete(future: Future[Any], outcome: object) -> None:
         future.set_result(outcome)
 
 
-def _message_id(message: Message) -> str:
-    return str(message.message_id)
+class _Sent(NamedTuple):
+    """What a receipt says of a send, taken when it is sent (the application may change the
+    message, or send it again, before Kafka acknowledges): a timer's receipt names its
+    SCHEDULE partition and carries its recall handle."""
+
+    message_id: str
+    topic: str
+    recall_handle: str | None
+
+    @property
+    def what(self) -> str:
+        return f"{self.message_id} to {self.topic}"
+
+    def receipt(self, partition: int, offset: int) -> SendReceipt:
+        return SendReceipt(
+            self.message_id, None, MessageQueue(self.topic, partition), offset, self.recall_handle
+        )
 
 
 def _valid_topics(topics: Iterable[str]) -> list[str]:

@@ -52,14 +52,16 @@ def timer_record(
     return Outgoing(SCHEDULE, codec.encode(parked), headers, hop.partition, None)
 
 
-def recall_handle(topic: str, message_id: str, deliver_at_ms: int) -> str:
-    return RecallHandle(topic, message_id, deliver_at_ms).encode()
+def recall_handle(sender: Sender, topic: str, message_id: str, deliver_at_ms: int) -> str:
+    """The recall handle of a timer, sealed for the sender's Kafka cluster."""
+    return RecallHandle(topic, message_id, deliver_at_ms).encode(sender.cluster_id())
 
 
 def recall(sender: Sender, topic: str, handle: str) -> str:
     """Recall the timer of ``handle``; its message id. ``BadRecallHandle`` for a handle that is
-    not valid for ``topic``, ``AdapterError`` when the message was delivered already."""
-    parsed = RecallHandle.decode(handle, topic)
+    not valid for ``topic`` (altered, or issued on another cluster), ``AdapterError`` when the
+    message was delivered already."""
+    parsed = RecallHandle.decode(handle, topic, sender.cluster_id())
     conf = sender.config.kafka.librdkafka({})
     recall_log.recall(
         sender.client, conf, parsed, sender.timeout_s, reports_served=True, clock=sender.clock

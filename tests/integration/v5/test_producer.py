@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import threading
-from concurrent.futures import Future
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -98,6 +100,44 @@ def test_send_async_completes_each_future_with_its_receipt_on_the_callback_threa
     wait_until(lambda: len(callback_threads) == 5, timeout=10, what="the callbacks")
     here = threading.current_thread().name
     assert all(t == here or t.startswith("v5-send-callback") for t in callback_threads)
+
+
+def test_one_message_sent_twice_at_once_gets_two_receipts_each_naming_its_own_record(
+    make_v5_producer: MakeV5Producer, system_topics: str, new_topic
+) -> None:
+    topic = new_topic()
+    producer = make_v5_producer()
+    msg = message(topic, b"sent twice")
+    futures = [producer.send_async(msg) for _ in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        sync = list(pool.map(lambda _: producer.send(msg), range(3)))
+
+    receipts = [future.result(timeout=30) for future in futures] + sync
+
+    records = read_committed(system_topics, topic, 6)
+    where = {
+        dict(r.headers())[prop.UNIQ_KEY].decode(): (r.partition(), r.offset()) for r in records
+    }
+    assert len(where) == 6, "six records, six ids"
+    assert {r.message_id: (r.message_queue.queue_id, r.offset) for r in receipts} == where
+
+
+def test_a_timer_edited_after_send_async_keeps_the_recall_handle_of_what_was_sent(
+    make_v5_producer: MakeV5Producer, new_topic
+) -> None:
+    topic = new_topic()
+    producer = make_v5_producer()
+    deliver_at = time.time_ns() // 1_000_000 + 60_000
+    timed = message(topic, b"later", delivery_timestamp=deliver_at)
+    future = producer.send_async(timed)
+    timed.delivery_timestamp = deliver_at + 60_000  # the application reuses its message
+
+    receipt = future.result(timeout=30)
+
+    handle = str(receipt.recall_handle)
+    fields = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4)).decode().split(" ")
+    assert fields[1:4] == [topic, receipt.message_id, str(deliver_at)]
+    assert producer.recall_message(topic, handle) == receipt.message_id
 
 
 def test_a_message_group_keeps_its_messages_in_order_on_one_partition(
