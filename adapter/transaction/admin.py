@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
@@ -35,10 +35,10 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import CheckPolicy, KafkaSettings
+from adapter.config import DEFAULT_MAX_MESSAGE_SIZE, CheckPolicy, KafkaSettings
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients, io, schemas
-from adapter.kafka.topics import existing_half_partitions
+from adapter.kafka.topics import describe_configs, existing_half_partitions
 from adapter.kafka.transactor import Transactor
 from adapter.transaction.state import PartitionState, half_info
 from adapter.wire import codec
@@ -54,6 +54,11 @@ EVENT = "event"
 RESUMED = b"resumed"
 RESUMED_AT = "resumed.at"
 RESUMED_AS = "resumed.as"
+MAX_MESSAGE_BYTES = "max.message.bytes"
+RECORD_HEADROOM = 64 * 1024
+"""Room above a half message for its record's headers and batch overhead."""
+_LATEST_MS = 253_402_300_799_999
+"""The last millisecond of year 9999: a later "resumed at" was not written by the adapter."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,16 +204,19 @@ def resume(
     clock: Clock = SYSTEM_CLOCK,
 ) -> Resumed:
     """Write the discarded message of ``transaction_id`` back to HALF as a new half message,
-    once: refused (``AdapterError``, saying why) when it was already resumed, is pending, or
-    was never discarded."""
+    once, up to HALF's size limit: refused (``AdapterError``, saying why) when it was already
+    resumed, is pending, was never discarded, or its records in the discard log were not
+    written by the adapter."""
     conf = kafka.librdkafka({})
     clients.reach(conf, timeout_s)
+    largest = _half_size_limit(conf, timeout_s)
     tx = Transactor(
         lambda: kafka.librdkafka(
             {
                 "transactional.id": f"rmq-adapter-resume-{transaction_id}",
                 "enable.idempotence": True,
                 "acks": "all",
+                "message.max.bytes": largest + RECORD_HEADROOM,
             }
         ),
         timeout_s=timeout_s,
@@ -259,13 +267,13 @@ def _resumable(
     """The latest discarded half message of ``transaction_id``, unless resumed since."""
     key = transaction_id.encode()
     found: HalfMessage | None = None
-    resumed: dict[str, bytes] | None = None
+    resumed: tuple[int, str] | None = None
     for record in _discard_log(kafka, timeout_s, clock):
         if (record.key() or b"") != key:
             continue
         headers = _headers(record)
         if headers.get(EVENT) == RESUMED:
-            resumed = headers
+            resumed = _resumed_marker(record, transaction_id)
             continue
         try:
             found, resumed = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka)), None
@@ -274,10 +282,10 @@ def _resumable(
     if found is not None and resumed is None:
         return found
     if found is not None and resumed is not None:
+        at_ms, as_half = resumed
         raise AdapterError(
-            f"transaction {transaction_id} was already resumed, at "
-            f"{_when(int(resumed.get(RESUMED_AT) or 0))}, as half message "
-            f"{(resumed.get(RESUMED_AS) or b'?').decode()}; it is not resumed twice"
+            f"transaction {transaction_id} was already resumed, at {_when(at_ms)}, as half "
+            f"message {as_half}; it is not resumed twice"
         )
     if any(row.transaction_id == transaction_id for row in pending(kafka, timeout_s, clock)):
         raise AdapterError(
@@ -287,6 +295,36 @@ def _resumable(
     raise AdapterError(
         f"transaction {transaction_id!r} is not in {naming.TRANS_CHECK_MAX_TIME_TOPIC}"
     )
+
+
+def _half_size_limit(conf: dict[str, Any], timeout_s: float) -> int:
+    """The largest record HALF takes (its ``max.message.bytes``): a resumed half message is
+    as large as its discarded copy. RocketMQ's 4 MiB when the configuration cannot be read."""
+    try:
+        configs = describe_configs(clients.admin(conf), [HALF], timeout_s)
+        return max(int(configs[HALF].get(MAX_MESSAGE_BYTES) or 0), DEFAULT_MAX_MESSAGE_SIZE)
+    except (KafkaException, ValueError, KeyError):
+        return DEFAULT_MAX_MESSAGE_SIZE
+
+
+def _resumed_marker(record: KafkaRecord, transaction_id: str) -> tuple[int, str]:
+    """When and as what a ``resumed`` marker says the transaction was resumed; an
+    :class:`AdapterError` naming the record when a header is not what the adapter writes."""
+    headers = _headers(record)
+    at, as_half = headers.get(RESUMED_AT) or b"", headers.get(RESUMED_AS) or b"?"
+    text = at.decode("ascii", "replace")
+    problem = None
+    if not text.isdigit() or not 0 <= int(text) <= _LATEST_MS:
+        problem = f"{RESUMED_AT} {at[:40]!r} is not a time"
+    elif not as_half.isascii():
+        problem = f"{RESUMED_AS} {as_half[:40]!r} is not a partition@offset"
+    if problem is not None:
+        raise AdapterError(
+            f"{naming.TRANS_CHECK_MAX_TIME_TOPIC} offset {record.offset()}: the 'resumed' marker "
+            f"of {transaction_id} has {problem}; the adapter never writes that, so the record "
+            "was forged or corrupted: not resuming until an operator has looked at it"
+        )
+    return int(text), as_half.decode()
 
 
 def _when(ms: int) -> str:
