@@ -21,6 +21,7 @@ from typing import Any
 from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import InvalidMessageError
+from adapter.msgid import new_message_id
 
 ReceivedHeaders = Sequence[tuple[str, str | bytes | None]]
 """Headers as a consumer reads them (a header value may be ``None``)."""
@@ -57,7 +58,7 @@ def text_property(value: bytes, name: str, carrier: str) -> str:
 class Message:
     """A message to send: ``Message(topic)`` then the setters, as in ``rocketmq.client``."""
 
-    __slots__ = ("_topic", "_keys", "_tags", "_body", "_properties", "_delay_level")
+    __slots__ = ("_topic", "_keys", "_tags", "_body", "_properties", "_delay_level", "_unique_key")
 
     def __init__(self, topic: str | bytes) -> None:
         self._topic = _to_str(topic)
@@ -66,6 +67,7 @@ class Message:
         self._body = b""
         self._properties: dict[str, bytes] = {}
         self._delay_level = 0
+        self._unique_key: str | None = None
 
     def set_keys(self, keys: str | bytes | Iterable[str]) -> None:
         """Business keys, space separated as in RocketMQ (a list is joined with spaces)."""
@@ -117,6 +119,16 @@ class Message:
     @property
     def delay_time_level(self) -> int:
         return self._delay_level
+
+    def unique_key(self) -> str:
+        """The message's ``UNIQ_KEY``: made at its first send and kept, as RocketMQ's
+        ``MessageClientIDSetter.setUniqID`` keeps the id a message has. An application that
+        sends the same message again (after a timeout, say: Kafka may have written it) sends
+        the same message id, which consumers and the Spark ledger can merge."""
+        key = self._unique_key
+        if key is None:
+            key = self._unique_key = new_message_id()
+        return key
 
     def headers(self, msg_id: str) -> prop.Headers:
         """Kafka headers for this message: ``UNIQ_KEY``, ``TAGS``, ``KEYS`` and user properties."""

@@ -4,7 +4,9 @@ Reproduces the sending half of RocketMQ's ``DefaultMQProducerImpl``:
 
 - ``send_sync`` waits for the broker's acknowledgement (acks=all, idempotent producer) and
   returns ``SendResult(status, msg_id, offset)``, ``msg_id`` being the message's ``UNIQ_KEY``
-  and ``offset`` its Kafka offset (RocketMQ's queue offset);
+  and ``offset`` its Kafka offset (RocketMQ's queue offset). The ``UNIQ_KEY`` is made at a
+  message's first send and kept (RocketMQ's ``MessageClientIDSetter``): a message sent again
+  after a failure has the same id;
 - ``send_oneway`` hands the message to the client and returns; delivery failures are logged
   and counted, never raised, as RocketMQ's oneway send does not report them either;
 - orderly sends pick the queue with RocketMQ's hash rule (:mod:`adapter.routing`);
@@ -43,7 +45,6 @@ from adapter.exceptions import (
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.message import Message
-from adapter.msgid import new_message_id
 from adapter.schedule.envelope import scheduled
 from adapter.wire import codec
 
@@ -208,7 +209,7 @@ class Sender:
         partition: int | None = None,
         key: str | None = None,
     ) -> SendResult:
-        msg_id = new_message_id()
+        msg_id = msg.unique_key()
         record = self.record(msg, msg_id, error, partition=partition, key=key)
         ack = self.produce_and_ack(record, error, f"{msg_id} to {msg.topic}")
         return SendResult(SendStatus.OK, msg_id, ack.offset)
@@ -231,7 +232,7 @@ class Sender:
             raise error(self.with_address(exc)) from exc
 
     def send_oneway(self, msg: Message, error: type[ProducerException]) -> None:
-        record = self.record(msg, new_message_id(), error)
+        record = self.record(msg, msg.unique_key(), error)
         self.produce_oneway(record, error)
 
     def produce_oneway(

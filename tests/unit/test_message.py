@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from adapter.client import Message, MessageProperty, ReceivedMessage
@@ -90,3 +92,11 @@ def test_properties_that_are_not_utf8_keep_their_bytes_as_escapes_instead_of_fai
 def test_a_negative_or_garbled_reconsume_count_reads_as_zero() -> None:
     assert received(RECONSUME_TIME=b"-3").reconsume_times == 0
     assert received(RECONSUME_TIME=b"\xff").reconsume_times == 0
+
+
+def test_a_message_keeps_the_uniq_key_it_was_given_at_its_first_send() -> None:
+    message, other = Message("T"), Message("T")
+    first = message.unique_key()
+    assert re.fullmatch(r"[0-9A-F]{32}", first)
+    assert message.unique_key() == first, "sent again, the same message id (RocketMQ's rule)"
+    assert other.unique_key() != first

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
 
 from adapter import naming
 from adapter.client import Message, Producer, SendStatus
+from adapter.exceptions import ProducerSendSyncFailed
 from adapter.kafka import clients
 from tests.support import Recorder, send, unique, wait_until
 
@@ -129,3 +131,26 @@ def test_a_producer_works_as_a_context_manager(kafka_bootstrap: str, new_topic) 
     producer.set_name_server_address(kafka_bootstrap)
     with producer as started:
         assert send(started, topic, "in a with block").status == SendStatus.OK
+
+
+def test_a_message_sent_again_after_a_timeout_keeps_its_uniq_key(
+    kafka_bootstrap: str, make_producer: Callable[..., Producer], new_topic
+) -> None:
+    topic = new_topic(partitions=1)
+    message = Message(topic)
+    message.set_body("pay 30")
+    away = make_producer(bootstrap="127.0.0.1:1", timeout=1000)  # Kafka unreachable: no ack
+    with pytest.raises(ProducerSendSyncFailed, match="timed out") as failed:
+        away.send_sync(message)
+    first_id = re.search(r"[0-9A-F]{32}", str(failed.value))
+    assert first_id is not None, "the failure names the message"
+
+    retried = make_producer().send_sync(message)  # the application's retry
+    again = make_producer().send_sync(message)
+
+    assert retried.msg_id == again.msg_id == first_id.group(0)
+    records = read_plain(kafka_bootstrap, topic, 2)
+    assert {dict(r.headers())["UNIQ_KEY"].decode() for r in records} == {retried.msg_id}
+    other = Message(topic)
+    other.set_body("pay 40")
+    assert make_producer().send_sync(other).msg_id != retried.msg_id, "a new message, a new id"
