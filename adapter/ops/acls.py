@@ -133,23 +133,22 @@ _RESOURCES = {
 def bindings(table: Iterable[Grant]) -> list[AclBinding]:
     """Kafka ACL bindings of the table: each operation allowed from any host, plus DESCRIBE
     on every topic and transactional id named (WRITE and READ imply it in Kafka, CREATE does
-    not)."""
-    out: list[AclBinding] = []
+    not). Each binding once: the tables of several applications share the workers' rows."""
+    out: dict[AclBinding, None] = {}
     for grant in table:
         pattern = ResourcePatternType.PREFIXED if grant.prefixed else ResourcePatternType.LITERAL
         operations = list(grant.operations)
         if grant.resource != "group":
             operations.append("DESCRIBE")
         for operation in dict.fromkeys(operations):
-            out.append(
-                AclBinding(
-                    _RESOURCES[grant.resource],
-                    grant.name,
-                    pattern,
-                    grant.principal,
-                    "*",
-                    AclOperation[operation],
-                    AclPermissionType.ALLOW,
-                )
+            binding = AclBinding(
+                _RESOURCES[grant.resource],
+                grant.name,
+                pattern,
+                grant.principal,
+                "*",
+                AclOperation[operation],
+                AclPermissionType.ALLOW,
             )
-    return out
+            out[binding] = None
+    return list(out)

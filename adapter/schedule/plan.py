@@ -25,6 +25,7 @@ from adapter.kafka.worker import parked_headers
 from adapter.message import Delivery
 from adapter.schedule import recall, timer
 from adapter.schedule.aside import set_aside
+from adapter.schedule.destinations import refused_destination
 from adapter.schedule.envelope import delivered
 from adapter.schedule.held import Held as Held
 from adapter.schedule.held import Parked as Parked
@@ -36,6 +37,12 @@ from adapter.wire.records import ScheduledMessage
 SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 POISON = naming.kafka_topic(naming.POISON_TOPIC)
 RECALLS = naming.kafka_topic(naming.TIMER_RECALL_TOPIC)
+
+
+class RefusedDestination(AdapterError):
+    """A record addressed where no application may deliver through the forwarder."""
+
+    kind = "refused destination"
 
 
 @dataclass(slots=True)
@@ -140,6 +147,9 @@ def plan_batch(
                 record = codec.decode_as(
                     ScheduledMessage, item.value, canonical=False, lookup=lookup
                 )
+                refused = refused_destination(record)
+                if refused is not None:
+                    raise RefusedDestination(refused, topic=record.topic)
                 delivery = delivered(record)
                 message_id = item.message_id or record.unique_key
                 topic = naming.sendable_kafka_topic(delivery.topic)

@@ -16,7 +16,12 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import (
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from adapter import naming
 from adapter.client import ConsumeStatus, Message, TransactionStatus
@@ -25,6 +30,8 @@ from adapter.exceptions import AdapterError, DeliveryError, ProducerSendSyncFail
 from adapter.kafka import clients, io
 from adapter.ops import acls
 from adapter.ops.cli import main as cli
+from adapter.schedule.envelope import scheduled
+from adapter.wire import codec
 from tests.cluster import SCRAM, KafkaCluster
 from tests.integration.cluster.conftest import LEVELS
 from tests.support import create_topic, read_committed, unique, wait_until
@@ -34,7 +41,10 @@ pytestmark = [pytest.mark.kafka, pytest.mark.cluster, pytest.mark.timeout(240)]
 
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
-PASSWORDS = {name: f"pw-{name}-{secrets.token_hex(8)}" for name in ("admin", "app", "worker")}
+PASSWORDS = {
+    name: f"pw-{name}-{secrets.token_hex(8)}" for name in ("admin", "app", "other", "worker")
+}
+SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 
 # Seed 004, RocketMQ's transactional example: ROLLBACK for Num0 and Num1, UNKNOWN for Num8 and
 # Num9 (the check-back then answers COMMIT), COMMIT for the rest.
@@ -60,6 +70,14 @@ class Names:
     consumer_group = unique("GID_secure")
 
 
+class Others:
+    """Another application, ``User:other``: its topic and groups."""
+
+    topic = ""
+    producer_group = unique("PG_other")
+    consumer_group = unique("GID_other")
+
+
 @pytest.fixture(scope="module")
 def secured(cluster: KafkaCluster) -> KafkaCluster:
     """The users and the README's ACLs, set up as a super user on the PLAINTEXT listener."""
@@ -80,6 +98,14 @@ def secured(cluster: KafkaCluster) -> KafkaCluster:
         topics=[Names.topic],
         producer_groups=[Names.producer_group],
         consumer_groups=[Names.consumer_group],
+    )
+    Others.topic = create_topic(cluster.bootstrap, 1, "Theirs")
+    table += acls.grants(
+        "User:other",
+        "User:worker",
+        topics=[Others.topic],
+        producer_groups=[Others.producer_group],
+        consumer_groups=[Others.consumer_group],
     )
     for future in admin.create_acls(acls.bindings(table)).values():
         future.result(timeout=30)
@@ -278,3 +304,55 @@ def test_a_worker_with_the_application_s_principal_says_what_it_may_not_do(
     text = "".join(worker.lines)
     assert "cannot see topic RMQ_SYS_TRANS_OP_HALF_TOPIC" in text, text[-2000:]
     no_password_in(text)
+
+
+def bodies_on(cluster: KafkaCluster, topic: str) -> list[bytes]:
+    """What a read_committed reader finds on ``topic`` within 5 s (as the super user)."""
+    return [r.value() for r in read_committed(cluster.bootstrap, topic, 10**9, timeout=5)]
+
+
+def test_an_application_cannot_reach_another_s_check_retry_or_dead_letter_topic_via_schedule(
+    as_application: KafkaCluster,
+) -> None:
+    cluster = as_application
+    theirs = [
+        naming.check_topic(Others.producer_group),
+        naming.retry_topic(Others.consumer_group),
+        naming.dlq_topic(Others.consumer_group),
+    ]
+    new = [NewTopic(naming.kafka_topic(t), 1) for t in theirs]
+    for future in cluster.admin().create_topics(new).values():
+        future.result(timeout=30)
+    settings = KafkaSettings.from_env(cluster.secure_bootstrap)  # the application's principal
+    producer = clients.producer(settings.librdkafka({}))
+    with pytest.raises(DeliveryError, match="not authorised to WRITE topic %CHECK%"):
+        io.produce_and_ack(producer, naming.kafka_topic(theirs[0]), b"forged", timeout_s=30)
+    worker = start_worker(
+        "process",
+        *("adapter", "worker", "schedule", "--bootstrap", cluster.secure_bootstrap),
+        *("--worker-id", unique("acl")),
+        env={**principal_env(cluster, "worker"), ENV_DELAY_LEVELS: LEVELS},
+    )
+    forbidden = [*theirs, naming.TRANS_HALF_TOPIC]
+    mark = unique("via-schedule")
+    for topic in [*forbidden, Names.topic]:
+        message = Message(topic)
+        message.set_body(f"{mark} to {topic}")
+        record = scheduled(message, level=1, unique_key=unique("ID"), born_ms=0)
+        io.produce_and_ack(producer, SCHEDULE, codec.encode(record), timeout_s=30, partition=0)
+    try:
+        mine = f"{mark} to {Names.topic}".encode()
+        wait_until(lambda: mine in bodies_on(cluster, Names.topic), timeout=90, what="its own")
+        parked = {
+            r.value(): dict(r.headers())["reason"].decode()
+            for r in read_committed(cluster.bootstrap, naming.POISON_TOPIC, 10**9, timeout=5)
+            if (r.value() or b"").find(mark.encode()) >= 0
+        }
+    finally:
+        assert worker.terminate(timeout=60) == 0
+    for topic in theirs:
+        assert bodies_on(cluster, topic) == [], f"nothing reached {topic}"
+    reasons = sorted(parked.values())
+    assert len(reasons) == len(forbidden), reasons
+    assert all(why.startswith("refused destination: ") for why in reasons), reasons
+    no_password_in("".join(worker.lines))

@@ -69,3 +69,12 @@ def test_bindings_allow_each_operation_and_describe_from_any_host() -> None:
     prefixed = [b for b in found if b.restype == ResourceType.TRANSACTIONAL_ID]
     assert all(b.resource_pattern_type == ResourcePatternType.PREFIXED for b in prefixed)
     assert all(b.host == "*" for b in found)
+
+
+def test_the_tables_of_several_applications_share_one_set_of_worker_bindings() -> None:
+    # One workers' principal serves every application; Kafka refuses a request that names a
+    # binding twice ("duplicate ACL bindings not allowed").
+    table = grants(APP, WORKER, topics=["Orders"]) + grants("User:b", WORKER, topics=["Stock"])
+    made = bindings(table)
+    assert len(made) == len(set(made))
+    assert {b.name for b in made if b.principal == WORKER} >= {"Orders", "Stock"}

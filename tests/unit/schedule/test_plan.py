@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 
 from adapter import naming
+from adapter import properties as prop
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
-from adapter.message import Message
+from adapter.message import Message, ReceivedMessage
 from adapter.schedule import recall, timer
-from adapter.schedule.envelope import scheduled
+from adapter.schedule.envelope import scheduled, sent_back
 from adapter.schedule.head_of_line import Entry
 from adapter.schedule.plan import POISON, RECALLS, SCHEDULE, Batch, Parked, plan_batch
 from adapter.wire import codec
@@ -85,8 +86,7 @@ def test_a_record_addressed_to_a_system_topic_is_parked_not_delivered() -> None:
     [send] = batch.sends
     assert send.topic == POISON
     assert send.reason is not None
-    assert send.reason.startswith("invalid: ")
-    assert "forbidden" in send.reason
+    assert send.reason == f"refused destination: {naming.TRANS_HALF_TOPIC!r} is a system topic"
 
 
 def test_a_record_whose_real_topic_is_missing_is_set_aside_and_its_level_goes_on() -> None:
@@ -182,3 +182,49 @@ def test_a_batch_delivering_a_timer_may_commit_only_at_its_deliver_time() -> Non
     )
     assert [s.kind for s in batch.sends] == ["deliver", "delivered"]
     assert batch.not_before_ms == NOW + 15
+
+
+# -- destinations an application must not reach through the forwarder -----------------------
+
+
+@pytest.mark.parametrize(
+    "topic",
+    [
+        naming.check_topic("PG"),
+        naming.dlq_topic("GID"),
+        naming.retry_topic("GID"),
+        "__consumer_offsets",
+        "__transaction_state",
+        "RMQ_SYS_NEXT_RELEASE",
+        naming.TRANS_HALF_TOPIC,
+    ],
+)
+def test_a_record_for_a_destination_no_application_may_reach_through_the_forwarder_is_parked(
+    topic: str,
+) -> None:
+    kafka_topic = naming.kafka_topic(topic)
+    batch = plan([entry(0, 3, parked_record(topic))], partitions=counts(**{kafka_topic: 1}))
+    [send] = batch.sends
+    assert (send.kind, send.topic) == ("park", POISON)
+    assert send.reason is not None
+    assert send.reason.startswith(f"refused destination: {topic!r} "), send.reason
+    assert batch.positions == {0: 4}
+
+
+def test_a_consumers_send_back_still_reaches_its_groups_retry_topic() -> None:
+    retry = naming.retry_topic("GID")
+    received = ReceivedMessage(
+        topic="Orders",
+        kafka_topic="Orders",
+        body=b"body",
+        queue_id=0,
+        queue_offset=7,
+        timestamp=2,
+        append_time=False,
+        headers=[(prop.UNIQ_KEY, b"ID")],
+    )
+    record = sent_back(received, to_topic=retry, level=3, max_reconsume_times=16)
+    kafka_topic = naming.kafka_topic(retry)
+    batch = plan([entry(2, 0, codec.encode(record))], partitions=counts(**{kafka_topic: 1}))
+    [send] = batch.sends
+    assert (send.kind, send.topic) == ("deliver", kafka_topic)
