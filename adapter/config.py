@@ -33,7 +33,7 @@ from adapter.delay import DEFAULT_LEVELS, DelayLevels
 from adapter.exceptions import ConfigError
 from adapter.kafka_env import ENV_KAFKA_PREFIX as ENV_KAFKA_PREFIX
 from adapter.kafka_env import kafka_overrides as kafka_overrides
-from adapter.kafka_env import librdkafka_overrides, refuse_exactly_once_override
+from adapter.kafka_env import librdkafka_overrides, masked, refuse_exactly_once_override
 
 ENV_PREFIX = "RMQ_ADAPTER_"
 ENV_BOOTSTRAP = ENV_PREFIX + "BOOTSTRAP"
@@ -104,6 +104,9 @@ class KafkaSettings:
     def __post_init__(self) -> None:
         for key in self.extra:
             refuse_exactly_once_override(key, f"the Kafka setting {key!r}")
+
+    def __repr__(self) -> str:
+        return f"KafkaSettings({self.bootstrap_servers!r}, extra={masked(self.extra)!r})"
 
     @classmethod
     def from_env(

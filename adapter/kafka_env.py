@@ -123,3 +123,15 @@ def refuse_exactly_once_override(key: str, where: str) -> None:
             f"{where} would override {key}, which the adapter sets itself and its exactly-once "
             f"delivery depends on ({why}); remove it"
         )
+
+
+_SECRET_WORDS = ("password", "secret", "jaas", "oauthbearer.config", "key.pem", "token")
+
+
+def masked(settings: Mapping[str, object]) -> dict[str, object]:
+    """``settings`` with the values of secret keys (passwords, keys, tokens) hidden, for a
+    ``repr`` or a log line."""
+    return {
+        key: "***" if any(word in key for word in _SECRET_WORDS) else value
+        for key, value in settings.items()
+    }

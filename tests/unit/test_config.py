@@ -143,3 +143,20 @@ def test_a_5x_client_refuses_such_a_setting_for_what_it_is_not_as_missing_server
 def test_settings_given_in_code_may_not_override_exactly_once_either() -> None:
     with pytest.raises(ConfigError, match="'enable.idempotence'.*exactly-once"):
         KafkaSettings("127.0.0.1:9", {"enable.idempotence": "false"})
+
+
+def test_no_config_object_shows_a_password_or_secret_in_its_repr() -> None:
+    hidden = "s3cret-pw"
+    settings = KafkaSettings(
+        "127.0.0.1:9",
+        {
+            "sasl.password": hidden,
+            "ssl.key.password": hidden,
+            "sasl.oauthbearer.client.secret": hidden,
+            "security.protocol": "SASL_SSL",
+        },
+    )
+    for config in (settings, ProducerConfig(settings, "G"), ForwarderConfig(settings)):
+        text = repr(config)
+        assert hidden not in text, text
+        assert "SASL_SSL" in text, "the rest is still shown"
