@@ -212,6 +212,43 @@ def read_pid(data_dir: Path) -> int | None:
         return None
 
 
+def _command_line(pid: int) -> str | None:
+    """The command line of process ``pid`` (Linux's /proc, else ``ps``); None if unknown."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return raw.replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        pass
+    try:
+        shown = subprocess.run(  # noqa: S603 - fixed argv, no shell
+            ["ps", "-o", "args=", "-p", str(pid)],  # noqa: S607 - ps from the PATH
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return shown.stdout if shown.returncode == 0 else None
+
+
+def running_pid(data_dir: Path) -> int | None:
+    """The PID of the broker started from ``data_dir`` while it runs; None otherwise. A PID
+    file outlives its broker, and the system may give its PID to another process: only a
+    process running Kafka on this directory's ``server.properties`` counts."""
+    pid = read_pid(data_dir)
+    if pid is None or not _alive(pid):
+        return None
+    command = _command_line(pid)
+    properties = data_dir / "server.properties"
+    if command is None:
+        raise BrokerError(f"cannot tell whether process {pid} (from {PID_FILE}) is the broker")
+    ours = "kafka.Kafka" in command and (
+        str(properties.resolve()) in command or str(properties) in command
+    )
+    return pid if ours else None
+
+
 def _tail(path: Path, lines: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -240,8 +277,8 @@ def start(config: BrokerConfig) -> str:
     """Start the broker in the background; return its address once it accepts connections."""
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
-    pid = read_pid(data_dir)
-    if pid is not None and _alive(pid):
+    pid = running_pid(data_dir)
+    if pid is not None:
         address = (data_dir / ADDRESS_FILE).read_text().strip()
         raise BrokerError(f"a broker already runs from {data_dir} (pid {pid}) at {address}")
     java = _java()
@@ -281,7 +318,7 @@ def start(config: BrokerConfig) -> str:
     log_path = data_dir / LOG_FILE
     with open(log_path, "ab") as out:
         process = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-            [*jvm, "kafka.Kafka", str(properties)],
+            [*jvm, "kafka.Kafka", str(properties.resolve())],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -351,12 +388,10 @@ def _kill(pid: int, *, timeout_s: float) -> None:
 
 
 def stop(data_dir: Path, timeout_s: float = 30.0) -> bool:
-    """Stop the broker started from ``data_dir``; False when none was running."""
-    pid = read_pid(data_dir)
-    if pid is None:
-        return False
-    running = _alive(pid)
-    if running:
+    """Stop the broker started from ``data_dir``; False when none was running (its PID file,
+    if any, is removed; a process that reused its PID is left alone)."""
+    pid = running_pid(data_dir)
+    if pid is not None:
         _kill(pid, timeout_s=timeout_s)
     (data_dir / PID_FILE).unlink(missing_ok=True)
-    return running
+    return pid is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,30 @@ def test_the_old_name_of_the_jars_directory_still_works_with_a_warning(
 
 def test_without_a_setting_the_jars_come_from_the_checkout() -> None:
     assert broker.default_jars_dir({}) == broker.repo_root() / "infra" / ".jars" / "kafka"
+
+
+@pytest.fixture
+def another_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A process that is not a broker, whose PID a dead broker's PID file may name."""
+    process = subprocess.Popen(["sleep", "60"])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+def test_stop_never_signals_a_process_that_reused_the_brokers_pid(
+    tmp_path: Path, another_process: subprocess.Popen[bytes]
+) -> None:
+    (tmp_path / broker.PID_FILE).write_text(str(another_process.pid))
+    assert broker.stop(tmp_path, timeout_s=2) is False, "no broker was running"
+    assert another_process.poll() is None, "the other process lives"
+    assert not (tmp_path / broker.PID_FILE).exists(), "the stale PID file is gone"
+
+
+def test_a_reused_pid_does_not_make_start_think_a_broker_runs(
+    tmp_path: Path, another_process: subprocess.Popen[bytes]
+) -> None:
+    (tmp_path / broker.PID_FILE).write_text(str(another_process.pid))
+    assert broker.running_pid(tmp_path) is None
