@@ -232,13 +232,16 @@ def produce_and_ack(
     *,
     timeout_s: float,
     reports_served: bool = False,
+    flush: bool = True,
     what: str = "",
     **kwargs: Any,
 ) -> Ack:
     """Produce one record and wait for Kafka's acknowledgement, up to ``timeout_s``.
 
-    ``reports_served``: another thread polls ``producer`` and will run this record's report;
-    otherwise this call flushes, which also sends at once, ignoring ``linger.ms``.
+    ``reports_served``: another thread polls ``producer`` and will run this record's report.
+    Otherwise this call serves the reports itself: with ``flush``, it flushes, which also
+    sends at once, ignoring ``linger.ms``, but waits for every record queued before it too;
+    without, it polls until this record's report has come (give the producer no linger).
 
     Raises:
         DeliveryError: no acknowledgement in time, or Kafka refused the record
@@ -249,6 +252,8 @@ def produce_and_ack(
     produce(producer, topic, value, timeout_s=timeout_s, on_delivery=ack, **kwargs)
     if reports_served:
         ack.done.wait(timeout_s + 1.0)
+    elif not flush:
+        _serve_until(producer, ack, timeout_s + 1.0)
     else:
         try:
             producer.flush(timeout_s + 1.0)
@@ -266,6 +271,18 @@ def produce_and_ack(
             why += f" (the principal is not authorised to WRITE topic {naming.decode(topic)})"
         raise DeliveryError(f"Kafka refused {what}: {why}", topic=topic, kafka_error=ack.error)
     return ack
+
+
+def _serve_until(producer: Producer, ack: Ack, timeout_s: float) -> None:
+    """Serve ``producer``'s delivery reports (its others' too) until ``ack`` has come, up to
+    ``timeout_s``: records queued before it, or stuck on another partition, are not waited
+    for."""
+    deadline = SYSTEM_CLOCK.monotonic() + timeout_s
+    while not ack.done.is_set():
+        remaining = deadline - SYSTEM_CLOCK.monotonic()
+        if remaining <= 0:
+            return
+        producer.poll(min(remaining, 0.1))
 
 
 def require_visible(

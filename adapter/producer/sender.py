@@ -86,8 +86,10 @@ class Outgoing(NamedTuple):
 
 class Sender:
     """One Kafka producer and the rules of a send. ``reports_served``: a thread of its own
-    serves delivery reports, so that many application threads each wait for their own record
-    only; otherwise a synchronous send flushes (best for one sender: no linger)."""
+    serves delivery reports, and each application thread waits for its own record; otherwise
+    a synchronous send serves the reports itself until its own has come (the producer then
+    has no linger, so the record goes out at once). Either way a send waits for its own
+    record only, not behind records queued before it."""
 
     def __init__(
         self,
@@ -100,6 +102,8 @@ class Sender:
         self.config = config
         self.clock = clock
         conf = config.librdkafka()
+        if not reports_served:
+            conf["linger.ms"] = 0  # a synchronous send goes out at once
         conf.update(settings or {})
         conf.update(config.kafka.extra)  # the user's settings win
         self.client = clients.producer(conf, announce=True)
@@ -225,6 +229,7 @@ class Sender:
                 record.value,
                 timeout_s=self.timeout_s,
                 reports_served=self._reports_served,
+                flush=False,
                 what=what,
                 **kwargs,
             )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 
 import pytest
@@ -11,7 +12,7 @@ from adapter import naming
 from adapter.client import Message, Producer, SendStatus
 from adapter.exceptions import ProducerSendSyncFailed
 from adapter.kafka import clients
-from tests.support import Recorder, send, unique, wait_until
+from tests.support import Recorder, create_topic, send, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -140,7 +141,7 @@ def test_a_message_sent_again_after_a_timeout_keeps_its_uniq_key(
     message = Message(topic)
     message.set_body("pay 30")
     away = make_producer(bootstrap="127.0.0.1:1", timeout=1000)  # Kafka unreachable: no ack
-    with pytest.raises(ProducerSendSyncFailed, match="timed out") as failed:
+    with pytest.raises(ProducerSendSyncFailed, match="timed out|no acknowledgement") as failed:
         away.send_sync(message)
     first_id = re.search(r"[0-9A-F]{32}", str(failed.value))
     assert first_id is not None, "the failure names the message"
@@ -154,3 +155,24 @@ def test_a_message_sent_again_after_a_timeout_keeps_its_uniq_key(
     other = Message(topic)
     other.set_body("pay 40")
     assert make_producer().send_sync(other).msg_id != retried.msg_id, "a new message, a new id"
+
+
+def test_a_synchronous_send_waits_for_its_own_record_not_for_one_stuck_before_it(
+    clock_kafka: str, make_producer: Callable[..., Producer]
+) -> None:
+    topic = create_topic(clock_kafka, partitions=1)  # a broker that creates no topic on use
+    producer = make_producer(bootstrap=clock_kafka, timeout=5000)
+    stuck = Message(unique("Missing"))
+    stuck.set_body("waits for a topic that never comes, up to the send timeout")
+    producer.send_oneway(stuck)
+    message = Message(topic)
+    message.set_body("on time")
+
+    started = time.monotonic()
+    result = producer.send_sync(message)
+    took = time.monotonic() - started
+
+    assert result.status == SendStatus.OK
+    assert took < 1.5, f"send_sync waited {took:.1f} s behind another topic's record"
+    assert producer.flush(10) == 0
+    assert producer.oneway_failures == 1, "the stuck one failed on its own, counted"
