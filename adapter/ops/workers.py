@@ -9,7 +9,8 @@ timeout (a Kafka call that will not return), the process exits anyway, saying so
 
 The metrics port also answers ``/healthz`` (200 while every worker's loop has ended a turn in
 the last two minutes) and ``/readyz`` (200 while every worker reaches Kafka and has its
-partitions assigned).
+partitions assigned). It serves at most 8 connections at once, a thread each, and closes one
+silent for 10 s (:class:`ProbeLimits`): a port scan or a stalled scraper cannot pile up threads.
 
 Known gaps: none.
 """
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
@@ -42,11 +43,49 @@ class Endpoint:
     port: int
 
 
-class _Server(ThreadingMixIn, WSGIServer):
+@dataclass(frozen=True, slots=True)
+class ProbeLimits:
+    """How much the endpoint may take: a scraper or a port scan must not exhaust the worker."""
+
+    connections: int = 8
+    """Connections served at once, one thread each; more are closed at once."""
+    idle_s: float = 10.0
+    """A connection silent for this long is closed (a slow or stalled client)."""
+
+
+class ProbeServer(ThreadingMixIn, WSGIServer):
+    """A WSGI server with a thread per connection, up to ``limits.connections`` of them."""
+
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], limits: ProbeLimits) -> None:
+        self.limits = limits
+        self._slots = threading.BoundedSemaphore(limits.connections)
+        super().__init__(address, _QuietHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: the client may try again
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _QuietHandler(WSGIRequestHandler):
+    def setup(self) -> None:
+        super().setup()
+        if isinstance(self.server, ProbeServer):
+            self.connection.settimeout(self.server.limits.idle_s)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
         pass
 
@@ -76,15 +115,15 @@ def probes_app(
 
 
 def serve_probes(
-    endpoint: Endpoint, workers: list[AnyWorker], registry: CollectorRegistry
-) -> _Server:
-    server = make_server(
-        endpoint.host,
-        endpoint.port,
-        probes_app(workers, registry),
-        server_class=_Server,
-        handler_class=_QuietHandler,
-    )
+    endpoint: Endpoint,
+    workers: list[AnyWorker],
+    registry: CollectorRegistry,
+    *,
+    limits: ProbeLimits | None = None,
+) -> ProbeServer:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on a thread, within ``limits``."""
+    server = ProbeServer((endpoint.host, endpoint.port), limits or ProbeLimits())
+    server.set_app(probes_app(workers, registry))
     threading.Thread(target=server.serve_forever, name="probes", daemon=True).start()
     log.info("metrics and probes on http://%s:%d/", endpoint.host, server.server_port)
     return server
