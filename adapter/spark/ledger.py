@@ -14,10 +14,17 @@ Every message of the topic gets a row: ``status`` is ``credited`` (with its poin
 dropped silently. A member's balance is the sum of its credited points (:func:`balances`): the
 ledger is the single source of truth, so there is no second table to keep in step.
 
+Exactly once holds for messages with a ``UNIQ_KEY`` (every message the adapter's producers,
+coordinator and forwarder write has one). A record without one (a plain Kafka producer's) gets
+``<kafka topic>-<partition>@<offset>`` as its id, so a copy written twice (a non-idempotent
+producer's retry, or an application that sends again) is two messages and credits twice; a
+redelivery of the same record, or a replayed batch, still credits once.
+
 Known gaps: the MERGE reads the whole ledger at each batch (message ids are random, so Delta's
 file statistics cannot prune): past a few million rows, partition the ledger (e.g. by day) and
 add the partition to the merge condition. Deduplication is by message id only, as in RocketMQ;
-two messages for the same order (an application that sends twice) both count.
+two messages for the same order (an application that sends twice) both count. Each batch is
+checkpointed locally before the MERGE, to count it without reading Kafka twice.
 """
 
 from __future__ import annotations
@@ -114,18 +121,24 @@ def batch_rows(entries: DataFrame, batch_id: int) -> DataFrame:
 
 def merge_into_ledger(spark: SparkSession, path: Path, entries: DataFrame) -> tuple[int, int]:
     """Insert the ``entries`` whose ``msg_id`` is not in the ledger yet; ``entries`` must hold
-    one row per ``msg_id``. Returns (rows inserted, rows of the batch already present)."""
+    one row per ``msg_id``. Returns (rows inserted, rows of the batch already present).
+
+    An insert-only MERGE reports only the rows it inserted (and commits nothing when there
+    are none), so the rows already present are the batch's rows less those. The batch is
+    checkpointed locally first (read from its source once: counting it again would read the
+    Kafka records twice, and the query would report them twice), then counted and merged."""
     ledger = DeltaTable.forPath(spark, str(path.resolve()))
+    frozen = entries.localCheckpoint(eager=True)
+    size = frozen.count()
     metrics = (
         ledger.alias("ledger")
-        .merge(entries.alias("entry"), "ledger.msg_id = entry.msg_id")
+        .merge(frozen.alias("entry"), "ledger.msg_id = entry.msg_id")
         .whenNotMatchedInsertAll()
         .execute()
         .first()
     )
     inserted = int(metrics["num_inserted_rows"]) if metrics is not None else 0
-    affected = int(metrics["num_affected_rows"]) if metrics is not None else 0
-    return inserted, affected - inserted
+    return inserted, size - inserted
 
 
 def table_exists(path: Path) -> bool:
