@@ -16,7 +16,8 @@ Reproduces what a RocketMQ consumer reads of a ``MessageExt`` (and what the adap
                     header repeated in one record keeps its last value, null values are left out
 ``body``            the record value (empty when null)
 ``born_timestamp``  the ``BORN_TIMESTAMP`` property (a forwarded, retried or transactional
-                    message keeps its producer's time there), else the record timestamp
+                    message keeps its producer's time there), else (absent, not a number, or
+                    outside the years 1 to 9999) the record timestamp
 ``store_timestamp`` the record timestamp: the broker's append time on ``LogAppendTime``
                     topics, else the time the record was produced (for a delayed message: when
                     the forwarder delivered it; for a transactional one: when the commit was
@@ -105,6 +106,16 @@ def _try_number(name: str, kind: str) -> Column:
     return F.expr(f"try_cast(properties['{name}'] as {kind})")
 
 
+_TIMESTAMP_MS = (-62_135_596_800_000, 253_402_300_799_999)
+"""The milliseconds Spark's ``timestamp`` holds: years 0001 to 9999."""
+
+
+def _millis(ms: Column) -> Column:
+    """Milliseconds since the epoch as a timestamp; null when out of the timestamp's range
+    (``timestamp_millis`` overflows there, which fails the whole batch)."""
+    return F.when(ms.between(*_TIMESTAMP_MS), F.timestamp_millis(ms))
+
+
 def rocketmq_columns(kafka_rows: DataFrame) -> DataFrame:
     """Rows of Spark's Kafka source (with headers) as :data:`MESSAGE_COLUMNS`."""
     props = F.col("properties")
@@ -126,9 +137,9 @@ def rocketmq_columns(kafka_rows: DataFrame) -> DataFrame:
         props.getItem(prop.TAGS).alias("tags"),
         props.alias("properties"),
         F.coalesce(F.col("value"), F.lit(b"")).alias("body"),
-        F.coalesce(
-            F.timestamp_millis(_try_number(prop.BORN_TIMESTAMP, "bigint")), F.col("timestamp")
-        ).alias("born_timestamp"),
+        F.coalesce(_millis(_try_number(prop.BORN_TIMESTAMP, "bigint")), F.col("timestamp")).alias(
+            "born_timestamp"
+        ),
         F.col("timestamp").alias("store_timestamp"),
         F.coalesce(_try_number(prop.RECONSUME_TIME, "int"), zero).alias("reconsume_times"),
         props.getItem(prop.TRANSACTION_ID).alias("transaction_id"),
