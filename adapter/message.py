@@ -82,11 +82,21 @@ class Message:
         self._body = _to_bytes(body)
 
     def set_property(self, key: str | bytes, value: str | bytes) -> None:
+        """A user property; a blank name or one RocketMQ keeps for itself
+        (:data:`~adapter.properties.NOT_FOR_USERS`) is refused, as ``putUserProperty``
+        refuses them."""
         name = _to_str(key)
-        if name in prop.RESERVED:
+        if not name.strip():
+            raise InvalidMessageError("The name of property can not be null or blank string!")
+        if name in prop.NOT_FOR_USERS:
             raise InvalidMessageError(
                 f"The Property<{name}> is used by system, input another please"
             )
+        self._properties[name] = _to_bytes(value)
+
+    def put_property(self, name: str, value: str | bytes) -> None:
+        """A property the adapter sets itself (``__SHARDINGKEY`` of a FIFO group, say), not
+        checked: RocketMQ's ``putProperty`` beside ``putUserProperty``."""
         self._properties[name] = _to_bytes(value)
 
     def set_delay_time_level(self, delay_time_level: int) -> None:

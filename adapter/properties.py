@@ -57,7 +57,72 @@ RESERVED = frozenset(
         BORN_TIMESTAMP,
     }
 )
-"""System properties the adapter sets itself; ``Message.set_property`` refuses them."""
+"""System properties the adapter sets itself on a message it sends."""
+
+ROCKETMQ_SYSTEM = frozenset(
+    {
+        "TRACE_ON",
+        "MSG_REGION",
+        KEYS,
+        TAGS,
+        "WAIT",
+        DELAY,
+        RETRY_TOPIC,
+        REAL_TOPIC,
+        REAL_QUEUE_ID,
+        TRANSACTION_PREPARED,
+        PRODUCER_GROUP,
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "BUYER_ID",
+        ORIGIN_MESSAGE_ID,
+        "TRANSFER_FLAG",
+        "CORRECTION_FLAG",
+        "MQ2_FLAG",
+        RECONSUME_TIME,
+        UNIQ_KEY,
+        MAX_RECONSUME_TIMES,
+        "CONSUME_START_TIME",
+        "POP_CK",
+        "POP_CK_OFFSET",
+        "1ST_POP_TIME",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "DUP_INFO",
+        "EXTEND_UNIQ_INFO",
+        "INSTANCE_ID",
+        "CORRELATION_ID",
+        "REPLY_TO_CLIENT",
+        "TTL",
+        "ARRIVE_TIME",
+        "PUSH_REPLY_TIME",
+        "CLUSTER",
+        "MSG_TYPE",
+        "INNER_MULTI_QUEUE_OFFSET",
+        TIMER_DELAY_MS,
+        TIMER_DELAY_SEC,
+        TIMER_DELIVER_MS,
+        "TIMER_ENQUEUE_MS",
+        "TIMER_DEQUEUE_MS",
+        "TIMER_ROLL_TIMES",
+        "TIMER_OUT_MS",
+        "TIMER_DEL_UNIQKEY",
+        "TIMER_DEL_MS",
+        "TIMER_DELAY_LEVEL",
+        "__BORNHOST",
+        BORN_TIMESTAMP,
+        "DLQ_ORIGIN_TOPIC",
+        "DLQ_ORIGIN_MESSAGE_ID",
+        "__CRC32#",
+    }
+)
+"""RocketMQ's ``MessageConst.STRING_HASH_SET`` (5.x): the names ``putUserProperty`` refuses
+and the 5.x proxy rejects as user properties (``ILLEGAL_MESSAGE_PROPERTY_KEY``)."""
+
+NOT_FOR_USERS = ROCKETMQ_SYSTEM | RESERVED | {SHARDING_KEY, START_DELIVER_TIME}
+"""Names an application may not give a property of its own: RocketMQ's system names, those
+the adapter sets itself, the FIFO group of 5.x (``__SHARDINGKEY``) and the delivery time of
+the legacy clients (``__STARTDELIVERTIME``). ``CHECK_IMMUNITY_TIME_IN_SECONDS`` is the user's,
+as in RocketMQ."""
 
 
 class MessageProperty(StrEnum):

@@ -241,7 +241,7 @@ def outbound(
     if group is not None:
         if len(group) > MAX_GROUP:
             raise ProxyError(Code.ILLEGAL_MESSAGE_GROUP, f"message group over {MAX_GROUP} chars")
-        wire.set_property(prop.SHARDING_KEY, group)
+        wire.put_property(prop.SHARDING_KEY, group)
     if kind == "TRANSACTION" and system.HasField("orphaned_transaction_recovery_duration"):
         seconds = system.orphaned_transaction_recovery_duration.seconds
         if seconds > 0:

@@ -299,7 +299,7 @@ class Message:
                 f"got {len(self._body)} bytes"
             )
         for name in self._properties:
-            if name in _SYSTEM_PROPERTIES or name in prop.DELIVERY_TIME:
+            if name in prop.NOT_FOR_USERS:
                 raise IllegalArgumentException(
                     f"property {name!r} is used by the system, use another name"
                 )
@@ -326,7 +326,7 @@ class Message:
         for name, value in self._properties.items():
             out.set_property(name, value)
         if self._message_group is not None:
-            out.set_property(prop.SHARDING_KEY, self._message_group)
+            out.put_property(prop.SHARDING_KEY, self._message_group)
         return out
 
     @classmethod

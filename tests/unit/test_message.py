@@ -31,9 +31,38 @@ def test_a_list_of_keys_is_joined_with_spaces() -> None:
     assert m.keys == b"a b"
 
 
-def test_system_property_names_are_reserved() -> None:
-    with pytest.raises(InvalidMessageError, match="used by system"):
-        Message("T").set_property("UNIQ_KEY", "x")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "UNIQ_KEY",
+        "WAIT",  # RocketMQ's MessageConst.STRING_HASH_SET, as putUserProperty refuses them
+        "TIMER_DELIVER_MS",
+        "TIMER_DELAY_SEC",
+        "TTL",
+        "__BORNHOST",
+        "__CRC32#",
+        "__SHARDINGKEY",  # the FIFO group of 5.x, and the legacy delivery time
+        "__STARTDELIVERTIME",
+    ],
+)
+def test_system_property_names_are_reserved(name: str) -> None:
+    message = Message("T")
+    with pytest.raises(InvalidMessageError, match=f"Property<{re.escape(name)}> is used by system"):
+        message.set_property(name, "x")
+    assert message.properties == {}
+
+
+@pytest.mark.parametrize("name", ["", " ", "\t", b""])
+def test_a_blank_property_name_is_refused(name: str | bytes) -> None:
+    with pytest.raises(InvalidMessageError, match="blank"):
+        Message("T").set_property(name, "x")
+
+
+def test_a_user_may_set_the_check_immunity_of_a_transactional_message() -> None:
+    message = Message("T")
+    message.set_property("CHECK_IMMUNITY_TIME_IN_SECONDS", "60")
+    message.set_property("region", "")
+    assert message.properties == {"CHECK_IMMUNITY_TIME_IN_SECONDS": b"60", "region": b""}
 
 
 def test_a_delay_level_must_be_an_int() -> None:

@@ -261,7 +261,7 @@ def test_a_delayed_message_is_refused_before_anything_is_written(
     if how == "delay level":
         message.set_delay_time_level(3)
     else:
-        message.set_property(how, "60000")
+        message.put_property(how, "60000")  # set_property refuses these names to applications
     local = LocalTransaction(TransactionStatus.COMMIT)
     before = half_records_in_total(system_topics)
 

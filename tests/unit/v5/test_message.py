@@ -167,7 +167,9 @@ def test_a_transactional_message_may_not_have_a_group() -> None:
         grouped.type_for_send(transactional=True, max_body_size=MAX)
 
 
-@pytest.mark.parametrize("name", ["UNIQ_KEY", "TAGS", "__SHARDINGKEY", "TIMER_DELIVER_MS"])
+@pytest.mark.parametrize(
+    "name", ["UNIQ_KEY", "TAGS", "__SHARDINGKEY", "TIMER_DELIVER_MS", "WAIT", "__STARTDELIVERTIME"]
+)
 def test_a_property_named_like_a_system_one_is_refused(name: str) -> None:
     message = order()
     message.add_property(name, "x")
