@@ -15,6 +15,9 @@ Pure of Kafka: items become :class:`~adapter.message.ReceivedMessage` through ``
 callback threads; finished offsets go
 to each queue's :class:`Lane`, whose offset tracker the poll loop commits.
 
+A callback that raises a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+``KeyboardInterrupt``) stops the consumer, logged as an error (:meth:`Dispatcher._abort`).
+
 Known gaps: an orderly consumer retries a failed message in place without limit (RocketMQ's
 orderly default, ``Integer.MAX_VALUE`` reconsume times).
 """
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.consumer.offsets import PartitionOffsets
 from adapter.message import ReceivedMessage
@@ -137,6 +141,16 @@ class Lane:
         self.backlog: deque[list[Any]] = deque()
         self.busy = False
 
+    def track(self, offset: int, group: str) -> None:
+        """Track a fetched offset (poll thread only); one that goes back is logged."""
+        last = self.offsets.fetched_up_to
+        if self.offsets.track(offset):
+            log.warning(
+                "consumer %s: queue %s[%d] went back from offset %d to %d (its log was "
+                "truncated, or its position reset); consuming again from there",
+                group, naming.decode(self.topic), self.partition, last, offset,
+            )  # fmt: skip
+
     def settle(self) -> None:
         """Move finished offsets into the tracker (poll thread only)."""
         finished, ack = self.finished, self.offsets.ack
@@ -172,6 +186,8 @@ class Dispatcher:
     """Turns a submitted item into the message a callback sees, on the callback's thread
     (the poll loop submits Kafka records: building messages there would serialise it)."""
     clock: Clock = SYSTEM_CLOCK
+    fatal: BaseException | None = field(default=None, init=False)
+    """What a callback raised that is not an ``Exception`` (the consumer then stops)."""
     _retries: list[tuple[float, int, Lane, ReceivedMessage]] = field(default_factory=list)
     _retry_seq: Iterator[int] = field(default_factory=itertools.count)
     _retry_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -220,10 +236,26 @@ class Dispatcher:
             if lane.running == 0:
                 lane.idle.notify_all()
 
+    def _abort(self, message: ReceivedMessage, exc: BaseException) -> None:
+        """A callback raised a ``BaseException`` (``SystemExit``, ``KeyboardInterrupt``, ...):
+        not a failed message but a request to stop, so the consumer stops; the message is
+        not finished, and is consumed again after a restart."""
+        self.fatal = exc
+        log.error(
+            "callback for %s (queue %d offset %d) raised %s, which is not an Exception: the "
+            "consumer stops; this message and those after it are consumed again after a "
+            "restart", message.id, message.queue_id, message.queue_offset,
+            type(exc).__name__, exc_info=exc,
+        )  # fmt: skip
+        self.stopping.set()
+
     def _finish(self, lane: Lane, message: ReceivedMessage) -> None:
-        if run_callback(lane.subscription, message, self.stats) or self.after_failure(
-            lane, message
-        ):
+        try:
+            done = run_callback(lane.subscription, message, self.stats)
+        except BaseException as exc:  # noqa: BLE001 - stops the consumer, see _abort
+            self._abort(message, exc)
+            return
+        if done or self.after_failure(lane, message):
             lane.finished.append(message.queue_offset)
         else:
             due = self.clock.monotonic() + self.local_retry_s
@@ -267,8 +299,8 @@ class Dispatcher:
                         lane.busy = False
                     return
                 consumed = False
+                message = self.build(lane, item)
                 try:
-                    message = self.build(lane, item)
                     while not run_callback(lane.subscription, message, self.stats):
                         if self.stopping.wait(self.suspend_s) or lane.revoked:
                             break
@@ -276,6 +308,8 @@ class Dispatcher:
                     else:
                         consumed = True
                         lane.finished.append(message.queue_offset)
+                except BaseException as exc:  # noqa: BLE001 - stops the consumer, see _abort
+                    self._abort(message, exc)
                 finally:
                     self._end(lane)
                 if not consumed:

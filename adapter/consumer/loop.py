@@ -81,7 +81,8 @@ class ConsumeLoop:
         self._config = config
         self._subs = subscriptions
         self._clock = clock
-        self._client = clients.consumer(config.librdkafka(), announce=True)
+        settings = {**config.librdkafka(), "on_commit": self._on_commit}
+        self._client = clients.consumer(settings, announce=True)
         self._pool = ThreadPoolExecutor(
             max_workers=config.thread_count, thread_name_prefix=f"consume-{config.group}"
         )
@@ -281,9 +282,8 @@ class ConsumeLoop:
             lane = self._lanes.get(key)
             if lane is None:  # not ours any more (revoked during this poll)
                 continue
-            track = lane.offsets.track
             for record in batch:
-                track(record.offset())  # type: ignore[arg-type]
+                lane.track(record.offset(), self._config.group)  # type: ignore[arg-type]
             self._dispatcher.submit(lane, batch)
 
     def _on_record_error(self, error: KafkaError) -> None:
@@ -349,11 +349,24 @@ class ConsumeLoop:
             return
         try:
             if synchronous:
-                self._client.commit(offsets=offsets, asynchronous=False)
+                answer = self._client.commit(offsets=offsets, asynchronous=False)
+                self._on_commit(None, list(answer or []))
             else:
                 self._client.commit(offsets=offsets, asynchronous=True)
         except KafkaException as exc:
             log.warning("consumer %s commit failed: %s", self._config.group, exc)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """Kafka's answer to a commit (on the poll thread): a position it confirmed is not
+        sent again; one it refused is sent again at the next commit."""
+        if error is not None:
+            if error.code() != KafkaError._NO_OFFSET:
+                log.warning("consumer %s commit failed: %s", self._config.group, error.str())
+            return
+        for tp in partitions:
+            lane = self._lanes.get((tp.topic, tp.partition))
+            if lane is not None and tp.error is None and tp.offset >= 0:
+                lane.offsets.committed(tp.offset)
 
     def _finish(self) -> None:
         lanes = list(self._lanes.values())

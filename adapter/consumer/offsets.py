@@ -5,8 +5,11 @@ queue reports is the smallest offset still being processed, so a slow or failed 
 never skipped by faster ones after it. Kafka commits one position per partition, so the
 tracker turns per-message acknowledgements into that position.
 
-Known gaps: none known. Offsets need not be contiguous (transaction markers leave gaps); the
-tracker only relies on them arriving in increasing order per partition.
+Offsets need not be contiguous (transaction markers leave gaps). They arrive in increasing
+order per partition, unless the log went back: tracking then restarts there.
+
+Known gaps: after the log went back, a callback still running for an old offset may finish
+one of the same number fetched again; it then counts as done (it was consumed once).
 """
 
 from __future__ import annotations
@@ -30,11 +33,18 @@ class PartitionOffsets:
         self._next: int | None = None
         self._committed: int | None = None
 
-    def track(self, offset: int) -> None:
-        if self._next is not None and offset < self._next:
-            raise ValueError(f"offset {offset} tracked after {self._next - 1}")
+    def track(self, offset: int) -> bool:
+        """Track a fetched offset. True when it comes before one tracked already: the log went
+        back (truncated after an unclean leader election, or the position was reset), and
+        tracking restarts there, forgetting what was in flight (it is fetched again)."""
+        went_back = self._next is not None and offset < self._next
+        if went_back:
+            self._pending.clear()
+            self._done.clear()
+            self._committed = None
         self._pending.append(offset)
         self._next = offset + 1
+        return went_back
 
     def ack(self, offset: int) -> None:
         pending = self._pending
@@ -51,6 +61,11 @@ class PartitionOffsets:
         return len(self._pending)
 
     @property
+    def fetched_up_to(self) -> int | None:
+        """One past the last offset tracked."""
+        return self._next
+
+    @property
     def position(self) -> int | None:
         """The offset to commit, or ``None`` before anything was tracked."""
         if self._pending:
@@ -58,9 +73,13 @@ class PartitionOffsets:
         return self._next
 
     def take_commit(self) -> int | None:
-        """The position if it moved since the last call (then remembered as committed)."""
+        """The position to commit, if it differs from the last one Kafka confirmed."""
         position = self.position
         if position is None or position == self._committed:
             return None
-        self._committed = position
         return position
+
+    def committed(self, offset: int) -> None:
+        """Kafka confirmed a commit of ``offset`` (until then :meth:`take_commit` offers the
+        position again: an asynchronous commit may fail)."""
+        self._committed = offset

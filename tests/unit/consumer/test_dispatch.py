@@ -188,3 +188,47 @@ def test_a_revoked_queue_takes_no_new_work(pool: ThreadPoolExecutor) -> None:
     dispatcher(pool).submit(lane, [received(0)])
     pool.shutdown(wait=True)
     assert calls == []
+
+
+class Abort(BaseException):
+    """Not an ``Exception``: what ``SystemExit`` or ``KeyboardInterrupt`` look like to a pool."""
+
+
+@pytest.mark.parametrize("orderly", [False, True])
+def test_a_base_exception_from_a_callback_stops_the_consumer_with_a_clear_error(
+    pool: ThreadPoolExecutor, orderly: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[int] = []
+
+    def callback(m: ReceivedMessage) -> ConsumeStatus:
+        ran.append(m.queue_offset)
+        if m.queue_offset == 0:
+            raise Abort("stop everything")
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    lane = Lane("T", 0, subscription(callback))
+    for o in range(3):
+        lane.offsets.track(o)
+    stopping = dispatcher(pool, orderly=orderly)
+    stopping.thread_count = 1
+    stopping.submit(lane, [received(o) for o in range(3)])
+
+    wait_until(stopping.stopping.is_set, timeout=10, what="the consumer stopping")
+    assert isinstance(stopping.fatal, Abort)
+    assert "raised Abort, which is not an Exception: the consumer stops" in caplog.text
+    assert committed_position(lane) == 0, "the message that raised is not finished"
+    pool.shutdown(wait=True)
+    assert ran == [0], "nothing runs after it"
+
+
+def test_a_lane_logs_an_offset_going_backwards_and_tracks_from_there(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lane = Lane("T", 3, subscription(lambda m: None))
+    lane.track(10, "GID_x")
+    lane.track(11, "GID_x")
+
+    lane.track(4, "GID_x")
+
+    assert "went back from offset 12 to 4" in caplog.text
+    assert lane.offsets.position == 4

@@ -39,23 +39,17 @@ def test_gaps_left_by_transaction_markers_do_not_stall_the_position() -> None:
     assert offsets.position == 18
 
 
-def test_a_position_is_handed_out_for_commit_once() -> None:
+def test_a_confirmed_position_is_not_handed_out_for_commit_again() -> None:
     offsets = PartitionOffsets()
     offsets.track(0)
     offsets.ack(0)
     assert offsets.take_commit() == 1
+    offsets.committed(1)
     assert offsets.take_commit() is None
     offsets.track(1)
     assert offsets.take_commit() is None
     offsets.ack(1)
     assert offsets.take_commit() == 2
-
-
-def test_offsets_must_arrive_in_increasing_order() -> None:
-    offsets = PartitionOffsets()
-    offsets.track(5)
-    with pytest.raises(ValueError, match="tracked after"):
-        offsets.track(4)
 
 
 @given(st.data(), st.integers(min_value=1, max_value=60))
@@ -78,3 +72,30 @@ def test_the_position_is_always_the_smallest_unacknowledged_offset(
     expected = unfinished[0] if unfinished else tracked[-1] + 1
     assert offsets.position == expected
     assert offsets.in_flight >= len(unfinished)
+
+
+def test_a_position_whose_commit_was_not_confirmed_is_taken_again() -> None:
+    offsets = PartitionOffsets()
+    for o in range(3):
+        offsets.track(o)
+        offsets.ack(o)
+
+    assert offsets.take_commit() == 3
+    assert offsets.take_commit() == 3, "the asynchronous commit failed, or is not answered yet"
+    offsets.committed(3)
+    assert offsets.take_commit() is None
+
+
+def test_an_offset_going_backwards_restarts_tracking_there() -> None:
+    offsets = PartitionOffsets()
+    for o in (5, 6):
+        offsets.track(o)
+    offsets.ack(5)
+
+    assert offsets.track(3) is True, "it says it went back"
+    assert offsets.position == 3
+    for o in (4, 5, 6):
+        assert offsets.track(o) is False
+    for o in (3, 4, 5, 6):
+        offsets.ack(o)
+    assert offsets.position == 7
