@@ -37,7 +37,6 @@ real topic goes to any partition.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +44,6 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicP
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
-from adapter.clock import SYSTEM_CLOCK
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
@@ -60,6 +58,7 @@ from adapter.schedule.broker_clock import AheadWatch, require_broker_stamps
 from adapter.schedule.head_of_line import Entry, HeadOfLine
 from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
+from adapter.schedule.prepared import NotDue, wait_until_due
 from adapter.schedule.recall_log import RECALL_TOPIC as RECALLS
 from adapter.schedule.recall_log import RecallView
 from adapter.schedule.refusals import PERMANENT, Refusals
@@ -73,10 +72,6 @@ POISON = naming.kafka_topic(naming.POISON_TOPIC)
 def _held(value: bytes) -> int:
     """Bytes a held record takes: its value and about as much again for the objects."""
     return len(value) + 200
-
-
-class _NotDue(AdapterError):
-    """The batch was prepared ahead of its due time, and that time did not come."""
 
 
 class _Recalled(AdapterError):
@@ -239,7 +234,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self.tx.abort()
             log.info("%s; the batch goes again without it", exc)
             return 0
-        except _NotDue as exc:
+        except NotDue as exc:
             self._heads.put_back(batch.entries)  # nothing of the batch was produced
             self.tx.abort()
             log.debug("%s; the batch goes again", exc)
@@ -263,7 +258,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._markers = {}
         positions = [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()]
         self.tx.send_offsets(positions, self.consumer())
-        self._wait_until(batch.not_before_ms)
+        wait_until_due(self.clock, batch.not_before_ms, self.config.prepare_ahead_ms)
         for send in batch.sends:
             self._produce(send)
         if self._markers:
@@ -284,16 +279,6 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             consumer.seek(TopicPartition(SCHEDULE, tp.partition, offset))
         self.tx.settled()
         log.info("read levels %s again from their committed positions", self._labels(owned))
-
-    def _wait_until(self, due_ms: int) -> None:
-        """Sleep until ``due_ms`` on the forwarder's clock; :class:`_NotDue` if that clock has
-        not got there after the prepare-ahead time and a little more of real time (a manual
-        clock in a test, or a clock set back)."""
-        give_up = SYSTEM_CLOCK.monotonic() + (self.config.prepare_ahead_ms + 20) / 1000
-        while (left_ms := due_ms - self.clock.now_ms()) > 0:
-            if SYSTEM_CLOCK.monotonic() >= give_up:
-                raise _NotDue(f"not due for another {left_ms} ms by the forwarder's clock")
-            time.sleep(min(left_ms, 5) / 1000)
 
     def _check_recalls(self) -> None:
         """Before a batch delivers timers: no RECALL of one of them lies before its DELIVERED
@@ -383,7 +368,11 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self._heads.unblock(partition)
 
     def _labels(self, partitions: list[TopicPartition]) -> list[str]:
-        return [self._hops.label(p) for p in sorted(tp.partition for tp in partitions)]
+        known = self._hops.partitions
+        return [
+            self._hops.label(p) if p < known else f"partition {p}"
+            for p in sorted(tp.partition for tp in partitions)
+        ]
 
     def _where(self, partition: int) -> str:
         return f"{SCHEDULE} partition {partition} (level {self._hops.label(partition)})"
@@ -393,6 +382,16 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         if not self.current(consumer):
             return
+        unknown = [tp for tp in partitions if tp.partition >= self._hops.partitions]
+        partitions = [tp for tp in partitions if tp.partition < self._hops.partitions]
+        if unknown:  # added by hand after start: no level is stored there
+            consumer.pause(unknown)
+            log.error(
+                "%s %s: no level or hop of these delay levels; left unread (Kafka cannot remove "
+                "partitions, and new forwarders refuse this topic until the levels match it)",
+                naming.SCHEDULE_TOPIC,
+                self._labels(unknown),
+            )
         # A level paused before it was lost may come back still paused in librdkafka, while
         # _forget() dropped it from _paused: nothing would ever resume it.
         if partitions:

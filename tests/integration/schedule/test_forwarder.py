@@ -18,7 +18,10 @@ from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.kafka.worker import CONSUMER_RESET_S
+from adapter.schedule.envelope import scheduled
 from adapter.schedule.forwarder import ScheduleForwarder
+from adapter.schedule.plan import hop_headers
+from adapter.wire import codec
 from tests.support import (
     Recorder,
     create_topic,
@@ -416,6 +419,32 @@ def test_a_verdict_to_park_a_record_does_not_outlive_its_level_leaving_the_forwa
         forwarder.close()
     [record] = read_committed(clock_kafka, topic, 1)
     assert record.value() == b"deliverable now", "judged again, not parked by a stale verdict"
+
+
+def test_a_timer_dated_absurdly_far_ahead_is_parked_instead_of_hopping_every_two_hours(
+    clock_kafka: str,
+) -> None:
+    topic = create_topic(clock_kafka, partitions=1)
+    clock = ManualClock()
+    message = Message(topic)
+    message.set_body("in a thousand days")
+    value = codec.encode(scheduled(message, level=1, unique_key=unique("T"), born_ms=0))
+    far = clock.now_ms() + 1_000 * 86_400_000  # producers allow 40 days; anyone can write this
+    headers = hop_headers(unique("T"), far, clock.now_ms())
+    raw = clients.producer({"bootstrap.servers": clock_kafka})
+    written: list = []
+    raw.produce(
+        SCHEDULE, value, partition=17, headers=headers, on_delivery=lambda e, m: written.append(m)
+    )
+    assert raw.flush(10) == 0
+    forwarder = on_a_manual_clock(clock_kafka, clock)
+    try:
+        forwarder.drain()
+    finally:
+        forwarder.close()
+    assert forwarder.metrics.hops._value.get() == 0, "it did not hop on"
+    [parked] = parked_from(clock_kafka, 17, written[0].offset())
+    assert "1000 days ahead" in dict(parked.headers())["reason"].decode()
 
 
 def test_records_whose_topic_is_missing_do_not_hold_their_level_and_are_parked_after_a_grace(
