@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapter import properties as prop
 from adapter.message import ReceivedMessage
 from adapter.v5 import Message
 from adapter.v5.exception import IllegalArgumentException
-from adapter.v5.message import MessageType
+from adapter.v5.message import SECONDS_BELOW, MessageType
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -158,6 +162,37 @@ def test_a_delivery_timestamp_that_is_no_epoch_time_is_refused_at_the_setter(
     with pytest.raises(IllegalArgumentException, match=f"delivery_timestamp .*{why}"):
         timed.delivery_timestamp = given  # type: ignore[assignment]
     assert timed.delivery_timestamp is None, "nothing kept"
+
+
+_NOW_S = 1_795_000_000
+_IN_UNITS = st.sampled_from([1, 1000, 10**6, 10**9]).flatmap(  # s, ms, µs and ns near now
+    lambda unit: st.floats(-86_400.0, 86_400.0).map(lambda ahead: (_NOW_S + ahead) * unit)
+)
+
+
+@given(
+    value=st.one_of(
+        st.integers(),
+        st.floats(),
+        st.booleans(),
+        _IN_UNITS,
+        _IN_UNITS.map(int),
+        _IN_UNITS.map(lambda v: -v),
+    )
+)
+def test_any_delivery_timestamp_becomes_whole_ms_never_earlier_or_is_refused(
+    value: float,
+) -> None:
+    timed = order()
+    try:
+        timed.delivery_timestamp = value
+    except IllegalArgumentException:
+        assert isinstance(value, bool) or not math.isfinite(value) or not 0 < value < 10**14
+        return
+    ms = timed.delivery_timestamp
+    assert type(ms) is int
+    meant = value * 1000 if value < SECONDS_BELOW else value
+    assert ms - 1 < meant <= ms, "whole milliseconds, rounded up: never early"
 
 
 def test_a_transactional_message_may_not_have_a_group() -> None:
