@@ -26,7 +26,10 @@ write the recall topic: such a principal can append a RECALL of any id anyway (A
 Known gaps: the recaller looks for markers from :data:`SCAN_FROM_MS` before the deliver time
 (markers are written at or after it by the forwarder's clock), so clocks must agree that well;
 a recall more than :data:`RECALL_HORIZON_MS` after the deliver time is refused without looking.
-Handles issued before handles were sealed (``v1``) are refused.
+Handles issued before handles were sealed (``v1``) are refused. A recaller that dies between
+losing and writing the delivery again leaves its RECALL last under the id: once compaction
+removed the DELIVERED marker, a later recall of that delivered timer reports success. Such
+losses are rare: a recall after delivery is refused by the first read, without a record.
 """
 
 from __future__ import annotations
