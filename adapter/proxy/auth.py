@@ -111,12 +111,12 @@ ANONYMOUS = Account("", "", admin=True)
 
 def _perms(entries: object, where: str) -> dict[str, Perm]:
     if not isinstance(entries, list):
-        raise ConfigError(f"{where} must be a list of \"name=PERM\" strings")
+        raise ConfigError(f'{where} must be a list of "name=PERM" strings')
     perms: dict[str, Perm] = {}
     for entry in entries:
         name, sep, text = str(entry).partition("=")
         if not sep or not name.strip():
-            raise ConfigError(f"{where}: expected \"name=PERM\", got {entry!r}")
+            raise ConfigError(f'{where}: expected "name=PERM", got {entry!r}')
         perms[name.strip()] = Perm.parse(text, where)
     return perms
 

@@ -11,8 +11,9 @@ Reproduces RocketMQ 5's ``RouteActivity`` and ``ClientActivity`` for what a prod
 - ``Heartbeat``: answered; the client's Telemetry stream is what keeps it known;
 - ``NotifyClientTermination``: the client's sessions on this proxy end.
 
-Known gaps: RocketMQ creates topics only by its admin tools; a topic created in Kafka a moment
-ago can take up to a second to be found.
+A topic unknown to the proxy is looked for during a second (one created a moment ago).
+
+Known gaps: none.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 from adapter import naming
-from adapter.kafka.io import PartitionCounts
+from adapter.kafka.io import MissingTopic, PartitionCounts
 from adapter.proxy import codes
 from adapter.proxy.auth import Account, Perm
 from adapter.proxy.codes import Code, ProxyError
 from adapter.proxy.config import Address, ProxyConfig
 from adapter.proxy.messages import resource_name
 from adapter.proxy.protocol import definition, service
+from adapter.proxy.sends import NEW_TOPIC_WAIT_S
 from adapter.proxy.sessions import Sessions
 
 __all__ = ["BROKER_NAME", "Routes"]
@@ -49,9 +51,10 @@ class Routes:
             kafka_topic = naming.kafka_topic(topic)
         except ValueError as exc:
             raise ProxyError(Code.ILLEGAL_TOPIC, str(exc)) from exc
-        partitions = self._topics.count(kafka_topic)
-        if not partitions:
-            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+        try:
+            partitions = self._topics.require(kafka_topic, wait_s=NEW_TOPIC_WAIT_S)
+        except MissingTopic as exc:
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist") from exc
         endpoints = request.endpoints
         if not endpoints.addresses:
             endpoints = definition.Endpoints(

@@ -14,9 +14,10 @@ and the 2.0 producers use), each message as :mod:`adapter.proxy.messages` checks
 
 Several messages in one request are a batch: each is sent on its own and gets its own entry
 (status, message id, offset; transaction id or recall handle); the response's status is the
-first failure's, or OK. The topic must exist (``TOPIC_NOT_FOUND``); the proxy takes at most
-``max_inflight`` messages at once and answers ``TOO_MANY_REQUESTS`` beyond, which the clients
-retry with back-off.
+first failure's, or OK. The topic must exist (``TOPIC_NOT_FOUND``, once it was looked for
+during a second: one created a moment ago is found). The proxy takes at most ``max_inflight``
+messages at once and answers ``TOO_MANY_REQUESTS`` beyond, which the clients retry with
+back-off.
 
 Known gaps: a batch is not atomic (RocketMQ stores a batch in one go): some entries may
 succeed while others fail. The queue a Java client picks for a NORMAL message is not used
@@ -36,6 +37,7 @@ from confluent_kafka import KafkaException
 
 from adapter import naming
 from adapter.exceptions import AdapterError, ProducerException
+from adapter.kafka.io import MissingTopic
 from adapter.producer.sender import Sender
 from adapter.proxy import codes
 from adapter.proxy.auth import Account, Perm
@@ -51,6 +53,10 @@ from adapter.v5 import timers
 __all__ = ["Sends"]
 
 log = logging.getLogger("adapter.proxy")
+
+
+NEW_TOPIC_WAIT_S = 1.0
+"""How long a topic unknown to the proxy is looked for (one created a moment ago)."""
 
 
 class _SendFailed(ProducerException):
@@ -122,8 +128,10 @@ class Sends:
             )
 
     def _require_topic(self, topic: str) -> None:
-        if not self._sender.topics.count(naming.kafka_topic(topic)):
-            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+        try:
+            self._sender.topics.require(naming.kafka_topic(topic), wait_s=NEW_TOPIC_WAIT_S)
+        except MissingTopic as exc:
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist") from exc
 
     def _send(self, out: Outbound, client_id: str) -> Any:
         sender, message_id = self._sender, out.message_id

@@ -42,10 +42,9 @@ from adapter.proxy.auth import Authenticator
 from adapter.proxy.config import Address, ProxyConfig
 from adapter.proxy.front import Front
 from adapter.proxy.metrics import ProxyMetrics
-from adapter.proxy.protocol import service_grpc
 from adapter.proxy.routes import Routes
 from adapter.proxy.sends import Sends
-from adapter.proxy.service import MessagingService
+from adapter.proxy.service import MessagingService, rpc_handler
 from adapter.proxy.sessions import Sessions
 from adapter.proxy.telemetry import Telemetry
 from adapter.proxy.transactions import Transactions
@@ -157,7 +156,7 @@ class ProxyServer:
                     ("grpc.so_reuseport", 0),
                 ]
             )
-            service_grpc.add_MessagingServiceServicer_to_server(servicer, server)
+            server.add_generic_rpc_handlers((rpc_handler(servicer),))
             plain = str(Path(private) / "plain.sock")
             server.add_insecure_port(f"unix:{plain}")
             secure = str(Path(private) / "tls.sock")
@@ -176,8 +175,9 @@ class ProxyServer:
                 "proxy serving RocketMQ 5.x gRPC (TLS and plaintext) on %s, Kafka at %s; %s",
                 self.address,
                 config.kafka.bootstrap_servers,
-                f"auth on ({auth.account_count} access keys)" if auth.enabled else "auth off "
-                "(no users file): every request is allowed",
+                f"auth on ({auth.account_count} access keys)"
+                if auth.enabled
+                else "auth off (no users file): every request is allowed",
             )
             ticking = asyncio.create_task(self._tick(sender, transactions, executor))
             await self._wake.wait()

@@ -24,6 +24,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
+import grpc
+from google.protobuf.message import DecodeError
+
 from adapter.proxy import codes
 from adapter.proxy.auth import Account, Authenticator, Perm
 from adapter.proxy.codes import Code, ProxyError
@@ -35,12 +38,61 @@ from adapter.proxy.sends import Sends
 from adapter.proxy.telemetry import Telemetry
 from adapter.proxy.transactions import Transactions
 
-__all__ = ["MessagingService"]
+__all__ = ["Malformed", "MessagingService", "rpc_handler"]
 
 log = logging.getLogger("adapter.proxy")
 
 Work = Callable[[Mapping[str, str], Account], Awaitable[Any]]
 CLIENT_ID = "x-mq-client-id"
+
+
+class Malformed:
+    """A request whose bytes do not parse as its message: answered ``BAD_REQUEST``."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def WhichOneof(self, _: str) -> None:  # noqa: N802 - read like a TelemetryCommand
+        return None
+
+    def HasField(self, _: str) -> bool:  # noqa: N802
+        return False
+
+
+def _tolerant(kind: Any) -> Callable[[bytes], Any]:
+    def parse(data: bytes) -> Any:
+        try:
+            return kind.FromString(data)
+        except DecodeError as exc:
+            return Malformed(str(exc))
+
+    return parse
+
+
+_HANDLERS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def rpc_handler(servicer: MessagingService) -> Any:
+    """The gRPC handler of every RPC of ``service.proto``, by ``servicer``'s methods of the same
+    name; a request that does not parse reaches them as :class:`Malformed` (gRPC's own
+    handlers would answer ``UNKNOWN`` and log a traceback per request)."""
+    descriptor = service.DESCRIPTOR.services_by_name["MessagingService"]
+    handlers = {}
+    for method in descriptor.methods:
+        request = getattr(service, method.input_type.name)
+        response = getattr(service, method.output_type.name)
+        make = _HANDLERS[(method.client_streaming, method.server_streaming)]
+        handlers[method.name] = make(
+            getattr(servicer, method.name),
+            request_deserializer=_tolerant(request),
+            response_serializer=response.SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(descriptor.full_name, handlers)
 
 
 def _metadata(context: Any) -> dict[str, str]:
@@ -75,9 +127,12 @@ class MessagingService:
         self._executor = executor
         self._bound = bound
 
-    async def _answer(self, method: str, context: Any, kind: Any, work: Work) -> Any:
+    async def _answer(self, method: str, request: Any, context: Any, work: Work) -> Any:
+        kind = getattr(service, f"{method}Response")
         started = time.monotonic()
         try:
+            if isinstance(request, Malformed):
+                raise ProxyError(Code.BAD_REQUEST, f"{method}: the request does not parse")
             metadata = _metadata(context)
             account = self._auth.authenticate(metadata)
             response = await work(metadata, account)
@@ -98,19 +153,19 @@ class MessagingService:
         async def work(_: Mapping[str, str], account: Account) -> Any:
             return await self._blocking(self._routes.query_route, request, account, self._bound())
 
-        return await self._answer("QueryRoute", context, service.QueryRouteResponse, work)
+        return await self._answer("QueryRoute", request, context, work)
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:
         async def work(_: Mapping[str, str], __: Account) -> Any:
             return self._routes.heartbeat(request)
 
-        return await self._answer("Heartbeat", context, service.HeartbeatResponse, work)
+        return await self._answer("Heartbeat", request, context, work)
 
     async def SendMessage(self, request: Any, context: Any) -> Any:
         async def work(metadata: Mapping[str, str], account: Account) -> Any:
             return await self._sends.send(request, account, metadata.get(CLIENT_ID, ""))
 
-        return await self._answer("SendMessage", context, service.SendMessageResponse, work)
+        return await self._answer("SendMessage", request, context, work)
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         async def work(_: Mapping[str, str], account: Account) -> Any:
@@ -118,24 +173,21 @@ class MessagingService:
             await self._blocking(self._transactions.end, request)
             return service.EndTransactionResponse(status=codes.status())
 
-        return await self._answer("EndTransaction", context, service.EndTransactionResponse, work)
+        return await self._answer("EndTransaction", request, context, work)
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
         async def work(_: Mapping[str, str], account: Account) -> Any:
             return await self._sends.recall(request, account)
 
-        return await self._answer("RecallMessage", context, service.RecallMessageResponse, work)
+        return await self._answer("RecallMessage", request, context, work)
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
         async def work(metadata: Mapping[str, str], _: Account) -> Any:
             return self._routes.terminate(metadata.get(CLIENT_ID, ""))
 
-        kind = service.NotifyClientTerminationResponse
-        return await self._answer("NotifyClientTermination", context, kind, work)
+        return await self._answer("NotifyClientTermination", request, context, work)
 
-    async def Telemetry(
-        self, requests: AsyncIterator[Any], context: Any
-    ) -> AsyncIterator[Any]:
+    async def Telemetry(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         metadata = _metadata(context)
         try:
             self._auth.authenticate(metadata)
@@ -149,41 +201,38 @@ class MessagingService:
 
     # -- the consumers' RPCs (the next part) ---------------------------------------------------
 
-    async def _not_yet(self, method: str, context: Any, kind: Any) -> Any:
+    async def _not_yet(self, method: str, request: Any, context: Any) -> Any:
         async def work(_: Mapping[str, str], __: Account) -> Any:
             raise ProxyError(Code.NOT_IMPLEMENTED, f"{method} is not served by this proxy yet")
 
-        return await self._answer(method, context, kind, work)
+        return await self._answer(method, request, context, work)
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("QueryAssignment", context, service.QueryAssignmentResponse)
+        return await self._not_yet("QueryAssignment", request, context)
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("AckMessage", context, service.AckMessageResponse)
+        return await self._not_yet("AckMessage", request, context)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-        kind = service.ChangeInvisibleDurationResponse
-        return await self._not_yet("ChangeInvisibleDuration", context, kind)
+        return await self._not_yet("ChangeInvisibleDuration", request, context)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        kind = service.ForwardMessageToDeadLetterQueueResponse
-        return await self._not_yet("ForwardMessageToDeadLetterQueue", context, kind)
+        return await self._not_yet("ForwardMessageToDeadLetterQueue", request, context)
 
     async def UpdateOffset(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("UpdateOffset", context, service.UpdateOffsetResponse)
+        return await self._not_yet("UpdateOffset", request, context)
 
     async def GetOffset(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("GetOffset", context, service.GetOffsetResponse)
+        return await self._not_yet("GetOffset", request, context)
 
     async def QueryOffset(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("QueryOffset", context, service.QueryOffsetResponse)
+        return await self._not_yet("QueryOffset", request, context)
 
     async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
-        kind = service.SyncLiteSubscriptionResponse
-        return await self._not_yet("SyncLiteSubscription", context, kind)
+        return await self._not_yet("SyncLiteSubscription", request, context)
 
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        yield await self._not_yet("ReceiveMessage", context, service.ReceiveMessageResponse)
+        yield await self._not_yet("ReceiveMessage", request, context)
 
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        yield await self._not_yet("PullMessage", context, service.PullMessageResponse)
+        yield await self._not_yet("PullMessage", request, context)

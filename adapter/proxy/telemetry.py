@@ -116,7 +116,7 @@ class Telemetry:
             session.push(service.TelemetryCommand(status=status(), settings=answer))
         elif kind in ("thread_stack_trace", "verify_message_result"):
             log.info("client %s sent %s", session.client_id, kind)
-        elif kind is None and command.HasField("status"):
+        elif kind is None and command.HasField("status"):  # a Malformed one has neither
             log.debug("client %s sent status %s", session.client_id, command.status.code)
         else:
             session.push(

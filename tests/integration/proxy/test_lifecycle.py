@@ -24,7 +24,8 @@ def test_the_proxy_is_healthy_and_ready_once_it_serves(proxy: RunningProxy) -> N
     wait_until(lambda: proxy.scrape("/readyz")[0] == 200, timeout=30, what="/readyz 200")
 
 
-def test_rpcs_are_counted_by_method_and_code_with_their_latency(proxy: RunningProxy) -> None:
+def test_rpcs_are_counted_by_method_and_code_with_their_latency(start_proxy: StartProxy) -> None:
+    proxy = start_proxy()
     assert heartbeat(proxy.endpoint) == Code.OK
     _, text = proxy.scrape()
     assert 'rmq_proxy_rpcs_total{code="OK",method="Heartbeat"} 1.0' in text
