@@ -138,7 +138,7 @@ def test_a_message_with_binary_headers_that_keeps_failing_reaches_the_dlq_with_i
     dead-letter topic with them as bytes and the reason, and its queue's commits move on."""
     topic = topic_on(short_kafka)
     group = new_group()
-    spring = b"\x00\x00\x00\x00\x00\x00\x01\x2c"
+    spring = b"\x00\x00\x00\x00\x00\x00\x01\xc8"
     seen: list[tuple[int, bytes, bytes]] = []
 
     def callback(message):  # type: ignore[no-untyped-def]

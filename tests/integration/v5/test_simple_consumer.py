@@ -309,7 +309,7 @@ def test_a_message_with_binary_headers_past_its_max_attempts_reaches_the_dlq_wit
     make_simple_consumer: MakeSimpleConsumer, new_topic, new_group, system_topics: str
 ) -> None:
     topic, group = new_topic(1), new_group()
-    spring = b"\x00\x00\x00\x00\x00\x00\x01\x2c"
+    spring = b"\x00\x00\x00\x00\x00\x00\x01\xc8"
     raw = clients.producer({"bootstrap.servers": system_topics})
     headers = [("UNIQ_KEY", b"BIN-5"), ("kafka_dlt-original-offset", spring), ("TAGS", b"\xfe")]
     raw.produce(naming.kafka_topic(topic), b"binary", headers=headers)
