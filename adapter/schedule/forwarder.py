@@ -19,9 +19,11 @@ to their real topic and queue. Beyond RocketMQ:
   ``CID_RMQ_SYS_SCHEDULE``; each has its own transactional id, and a zombie is fenced;
 - a real topic that refuses a delivery is retried with back-off while the other levels go on;
   a record whose real topic does not exist is set aside and retried without holding its level
-  (:mod:`adapter.schedule.aside`); a record that can never be delivered (corrupt, or addressed
-  to a system topic, or too large, or its topic missing past ``missing_topic_grace_ms``) is
-  parked in ``RMQ_SYS_POISON_TOPIC`` with the reason, in the same transaction, instead of
+  (:mod:`adapter.schedule.aside`); a record that can never be delivered (corrupt or with
+  foreign headers, :mod:`adapter.schedule.intake`; addressed where no application may deliver
+  through it, :mod:`adapter.schedule.destinations`; too large; or its topic missing past
+  ``missing_topic_grace_ms``) is parked in ``RMQ_SYS_POISON_TOPIC`` with the reason, in the
+  same transaction, instead of
   blocking its level forever or being dropped (:func:`plan_batch`,
   :mod:`adapter.schedule.refusals`);
 - RocketMQ 5's timer messages: a timer record (headers ``TIMER_DELIVER_MS``, ``rmq.hop_due``)
