@@ -67,6 +67,12 @@ class JavaProgram:
             time.sleep(0.1)
         return found
 
+    def wait(self, timeout: float = 120) -> int:
+        """The exit code, once the program ended by itself; its output is then all read."""
+        code = self.process.wait(timeout)
+        self._drainer.join(5)
+        return code
+
     def finish(self, timeout: float = 120) -> str:
         try:
             code = self.process.wait(timeout)

@@ -11,6 +11,7 @@ import pytest
 
 from adapter.proxy.auth import signature
 from adapter.proxy.protocol import Code, definition, service
+from tests.integration.proxy import java
 from tests.integration.proxy.conftest import RunningProxy, StartProxy, proto_message, stub_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -105,3 +106,22 @@ def test_without_users_auth_is_off_and_the_proxy_says_so(
 ) -> None:
     assert "auth off" in proxy.output()
     assert official_send(proxy.endpoint, "anyone", "anything", topics[0]).message_id
+
+
+def test_the_java_client_signs_as_the_proxy_checks_it(
+    guarded: RunningProxy, topics: tuple[str, str], tmp_path: Path
+) -> None:
+    allowed, read_only = topics
+    classpath = java.build()
+    good = {"RMQ_TEST_ACCESS_KEY": "app", "RMQ_TEST_SECRET_KEY": SECRET}
+    program = java.JavaProgram(
+        classpath, tmp_path, "sends", guarded.endpoint, allowed, allowed, allowed, env=good
+    )
+    program.finish()
+    assert program.words("SENT NORMAL")
+    wrong = {**good, "RMQ_TEST_SECRET_KEY": "not-" + SECRET}
+    refused = java.JavaProgram(
+        classpath, tmp_path, "sends", guarded.endpoint, allowed, allowed, allowed, env=wrong
+    )
+    assert refused.wait() != 0
+    assert "UnauthorizedException" in refused.output() or "40100" in refused.output()

@@ -1,7 +1,8 @@
 /*
  * Programs on the official RocketMQ 5.x Java client, as an application would write them, run by
  * tests/integration/proxy/test_java_client.py against rmq-adapter proxy. Only the endpoint (and,
- * for one scenario, plaintext instead of the client's default TLS) is chosen by the test.
+ * for some scenarios, plaintext instead of the client's default TLS, or credentials) is chosen by
+ * the test, through RMQ_TEST_TRANSPORT=plaintext and RMQ_TEST_ACCESS_KEY / RMQ_TEST_SECRET_KEY.
  *
  *   sends <endpoint> <normal topic> <fifo topic> <delay topic>
  *   transactions <endpoint> <topic>           one committed, one rolled back, one left UNKNOWN
@@ -19,6 +20,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
 import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
+import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.apis.message.Message;
 import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
@@ -43,6 +45,11 @@ public final class ProxyClient {
             .setRequestTimeout(Duration.ofSeconds(5));
         if ("plaintext".equals(System.getenv("RMQ_TEST_TRANSPORT"))) {
             config.enableSsl(false);
+        }
+        String accessKey = System.getenv("RMQ_TEST_ACCESS_KEY");
+        if (accessKey != null) {
+            config.setCredentialProvider(
+                new StaticSessionCredentialsProvider(accessKey, System.getenv("RMQ_TEST_SECRET_KEY")));
         }
         switch (scenario) {
             case "sends" -> sends(config.build(), args[2], args[3], args[4]);
