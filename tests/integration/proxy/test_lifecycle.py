@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import queue
+import signal
+import time
+from typing import Any
+
 import grpc
 import pytest
 
@@ -44,3 +49,26 @@ def test_sigterm_stops_the_proxy_cleanly_and_frees_its_port(start_proxy: StartPr
 def test_a_taken_port_is_a_clear_error(proxy: RunningProxy, start_proxy: StartProxy) -> None:
     with pytest.raises(AssertionError, match="exited with 1"):
         start_proxy(listen=proxy.endpoint)
+
+
+def test_sigterm_ends_the_client_sessions_and_does_not_wait_out_the_stop_timeout(
+    start_proxy: StartProxy,
+) -> None:
+    proxy = start_proxy()
+    settings = definition.Settings(client_type=definition.ClientType.PRODUCER)
+    outgoing: queue.Queue[Any] = queue.Queue()
+    outgoing.put(service.TelemetryCommand(settings=settings))
+    with grpc.insecure_channel(proxy.endpoint) as channel:
+        stream = channel.stream_stream(
+            "/apache.rocketmq.v2.MessagingService/Telemetry",
+            request_serializer=service.TelemetryCommand.SerializeToString,
+            response_deserializer=service.TelemetryCommand.FromString,
+        )
+        answers = stream(iter(outgoing.get, None), timeout=60)
+        assert next(answers).status.code == Code.OK
+        started = time.monotonic()
+        proxy.worker.process.send_signal(signal.SIGTERM)
+        assert list(answers) == [], "the stream ends, the client reconnects elsewhere"
+        assert proxy.worker.process.wait(30) == 0
+        outgoing.put(None)
+    assert time.monotonic() - started < 5, "not the 10 s stop timeout"
