@@ -73,6 +73,13 @@ class Sessions:
             self._live.discard(session)
         session.closed = True
 
+    def announce(self, session: Session, client_type: int, topics: Iterable[str]) -> None:
+        """``session``'s client is of ``client_type`` and publishes to ``topics`` (its
+        Settings)."""
+        with self._lock:
+            session.client_type = client_type
+            session.topics |= set(topics)
+
     def serve(self, client_id: str, topics: Iterable[str]) -> None:
         """The client ``client_id`` publishes to ``topics`` too (a transactional send)."""
         wanted = set(topics)

@@ -107,10 +107,11 @@ class Telemetry:
         kind = command.WhichOneof("command")
         if kind == "settings":
             settings = command.settings
-            session.client_type = int(settings.client_type)
+            topics = set()
             if settings.HasField("publishing"):
                 topics = {t.name for t in settings.publishing.topics if t.name}
-                session.topics |= topics
+            self._sessions.announce(session, int(settings.client_type), topics)
+            if topics:
                 self._on_publishing(topics)
             answer = answer_settings(settings, max_body_size=self._max_body_size)
             session.push(service.TelemetryCommand(status=status(), settings=answer))
@@ -119,8 +120,5 @@ class Telemetry:
         elif kind is None and command.HasField("status"):  # a Malformed one has neither
             log.debug("client %s sent status %s", session.client_id, command.status.code)
         else:
-            session.push(
-                service.TelemetryCommand(
-                    status=status(Code.BAD_REQUEST, f"a client does not send {kind or 'nothing'}")
-                )
-            )
+            why = f"a client does not send {kind}" if kind else "a command that does not parse"
+            session.push(service.TelemetryCommand(status=status(Code.BAD_REQUEST, why)))

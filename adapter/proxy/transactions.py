@@ -109,12 +109,10 @@ class Transactions:
             producer = self._start(topic)
             with self._lock:
                 self._starting.pop(topic, None)
-                if self._closed:
-                    closing = True
-                else:
-                    closing = False
+                closed = self._closed
+                if not closed:
                     self._producers[topic] = producer
-            if closing:
+            if closed:
                 producer.shutdown()
                 raise ProxyError(Code.INTERNAL_SERVER_ERROR, "the proxy is stopping")
             log.info("transactional producer of %s started (its check-backs come here)", topic)
@@ -189,10 +187,12 @@ class Transactions:
         except ProducerException as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"half message: {exc}") from exc
         handle = TransactionHandle(sent.partition, sent.offset).encode()
+        now = time.monotonic()
         with self._lock:
-            self._recent[(out.topic, handle)] = (sent, time.monotonic())
-            while len(self._recent) > RECENT_SENDS:
-                self._recent.popitem(last=False)
+            self._recent[(out.topic, handle)] = (sent, now)
+            recent = self._recent
+            while len(recent) > RECENT_SENDS or now - next(iter(recent.values()))[1] > RECENT_S:
+                recent.popitem(last=False)  # oldest first: undecided ones do not pile up
         return handle, sent.offset
 
     def end(self, request: Any) -> None:
