@@ -4,6 +4,8 @@ that fails (the first build on a machine downloads them from Maven Central)."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
 import shutil
 import subprocess
@@ -18,14 +20,19 @@ BUILT = ROOT / "build" / "java-proxy-tests"
 MAIN = "rmq.adapter.proxytests.ProxyClient"
 
 
+@functools.cache
 def build() -> str:
-    """Build the module (if its sources changed); the classpath to run it with."""
+    """Build the module (if its sources changed), once per test process; the classpath to run
+    it with. One build at a time on the machine (the suite's workers share the directory)."""
     mvn = shutil.which("mvn")
     assert mvn, "Maven (mvn) is needed to build tests/java"
     command = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(MODULE / "pom.xml"), "package"]
-    done = subprocess.run([*command[:1], "-o", *command[1:]], capture_output=True, text=True)
-    if done.returncode != 0:  # not all jars cached yet: fetch them from Maven Central
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    BUILT.parent.mkdir(parents=True, exist_ok=True)
+    with open(BUILT.parent / ".java-proxy-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run([*command[:1], "-o", *command[1:]], capture_output=True, text=True)
+        if done.returncode != 0:  # not all jars cached yet: fetch them from Maven Central
+            done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"mvn package failed:\n{done.stdout}\n{done.stderr}"
     return f"{BUILT / 'classes'}{os.pathsep}{BUILT / 'lib'}/*"
 
