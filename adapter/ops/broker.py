@@ -1,10 +1,13 @@
 """A local single-node Apache Kafka broker (KRaft) for development, demos and tests.
 
 Not a RocketMQ behaviour: this stands in for the RocketMQ broker + name server a developer
-would run locally. It runs the official Kafka jars from Maven Central (``infra/pom.xml``,
-fetched by ``infra/fetch-jars.sh``) in the background on 127.0.0.1, as one combined
-broker/controller node whose offsets topic and transaction state log have replication
-factor 1, so consumer groups and Kafka transactions work on one node.
+would run locally. It runs the official Kafka jars from Maven Central in the background on
+127.0.0.1, as one combined broker/controller node whose offsets topic and transaction state
+log have replication factor 1, so consumer groups and Kafka transactions work on one node.
+
+The jars, first found wins: ``--jars-dir`` (``jars_dir``), ``RMQ_ADAPTER_BROKER_JARS``, a
+checkout's ``infra/.jars/kafka`` (``make jars``), else the user cache, which the first start
+fills from Maven Central with the jars ``kafka-jars.lock`` pins (:mod:`adapter.jars`).
 
 Defaults chosen to match a RocketMQ developer broker: topics are created on first use with 4
 partitions (``autoCreateTopicEnable`` / ``defaultTopicQueueNums=4``), retention is 72 hours
@@ -25,21 +28,38 @@ import signal
 import socket
 import subprocess
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import tenacity
 
+from adapter import jars
 from adapter.exceptions import BrokerError, KafkaUnavailableError
 from adapter.kafka import clients
+from adapter.ops.broker_jars import (  # re-exported: the broker's jars are part of its API
+    ENV_JARS,
+    OLD_ENV_JARS,
+    default_jars_dir,
+    jar_lock,
+    jars_dir,
+    repo_root,
+)
+
+__all__ = [
+    "ENV_JARS",
+    "OLD_ENV_JARS",
+    "BrokerConfig",
+    "default_jars_dir",
+    "free_port_pair",
+    "jar_lock",
+    "jars_dir",
+    "repo_root",
+    "start",
+    "stop",
+]
 
 log = logging.getLogger("adapter.broker")
 
-ENV_JARS = "RMQ_ADAPTER_BROKER_JARS"
-"""Where the Kafka jars are (default: ``infra/.jars/kafka`` of the checkout)."""
-OLD_ENV_JARS = "RMQ_ADAPTER_KAFKA_JARS"
-"""The jars' old name, read with a warning: ``RMQ_ADAPTER_KAFKA_*`` are librdkafka settings."""
 DEFAULT_PORT = 9092
 PID_FILE = "broker.pid"
 ADDRESS_FILE = "broker.address"
@@ -62,27 +82,13 @@ logger.request.level = warn
 """
 
 
-def repo_root() -> Path:
-    """The checkout this module runs from (``infra/.jars`` lives there)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def default_jars_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``RMQ_ADAPTER_BROKER_JARS``, else the checkout's ``infra/.jars/kafka``."""
-    env = os.environ if environ is None else environ
-    configured = env.get(ENV_JARS)
-    if not configured and env.get(OLD_ENV_JARS):
-        log.warning("%s is deprecated: name the jars' directory %s", OLD_ENV_JARS, ENV_JARS)
-        configured = env[OLD_ENV_JARS]
-    return Path(configured) if configured else repo_root() / "infra" / ".jars" / "kafka"
-
-
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     data_dir: Path
     port: int = DEFAULT_PORT
     controller_port: int | None = None
     jars_dir: Path | None = None
+    """None: :func:`jars_dir` chooses (and fetches) them."""
     heap: str = "768m"
     start_timeout_s: float = 90.0
     overrides: tuple[tuple[str, str], ...] = ()
@@ -265,16 +271,18 @@ def _java() -> str:
     return java
 
 
-def _classpath(jars_dir: Path) -> str:
-    if not jars_dir.is_dir() or not any(jars_dir.glob("kafka_2.13-*.jar")):
+def _classpath(directory: Path) -> str:
+    if not directory.is_dir() or not any(directory.glob("kafka_2.13-*.jar")):
         raise BrokerError(
-            f"the Kafka jars are not in {jars_dir}: run `make jars` (infra/fetch-jars.sh)"
+            f"the Kafka jars are not in {directory}: leave out --jars-dir and {ENV_JARS} to "
+            "fetch them into the user cache, or run `make jars` in a checkout"
         )
-    return str(jars_dir / "*")
+    return str(directory / "*")
 
 
-def start(config: BrokerConfig) -> str:
-    """Start the broker in the background; return its address once it accepts connections."""
+def start(config: BrokerConfig, progress: jars.TextProgress | None = None) -> str:
+    """Start the broker in the background; return its address once it accepts connections.
+    Jars the user cache lacks are fetched first, reported to ``progress`` (else logged)."""
     data_dir = config.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
     pid = running_pid(data_dir)
@@ -282,10 +290,10 @@ def start(config: BrokerConfig) -> str:
         address = (data_dir / ADDRESS_FILE).read_text().strip()
         raise BrokerError(f"a broker already runs from {data_dir} (pid {pid}) at {address}")
     java = _java()
-    classpath = _classpath(config.jars_dir or default_jars_dir())
     for port in (config.port, config.controller):
         if not _port_is_free(port):
             raise BrokerError(f"port {port} on 127.0.0.1 is taken; choose another with --port")
+    classpath = _classpath(jars_dir(config.jars_dir, progress=progress))
 
     properties = data_dir / "server.properties"
     properties.write_text(config.server_properties())

@@ -1,26 +1,31 @@
-"""The local jars a Spark job needs beyond PySpark, and Java: found, checked, named when missing.
+"""The local jars a Spark job needs beyond PySpark, and Java: found, fetched, checked, named.
 
-Not a RocketMQ behaviour: this is how the jobs keep "nothing is downloaded at run time". The
-jars (Spark's Kafka source and spark-avro for the pinned PySpark, Delta Lake, their own
-dependencies) are fetched ahead of time from Maven Central by ``make jars``
-(``infra/fetch-spark-jars.sh``, pom ``infra/spark/pom.xml``) into ``infra/.jars/spark/``, and
-handed to the session as local files (``spark.jars``), never as ``--packages``. A missing jar or
-a missing Java fails before the JVM starts, with what is missing and the command that fetches
-or installs it.
+Not a RocketMQ behaviour: this is how the jobs keep "nothing is downloaded behind your back".
+The jars (Spark's Kafka source and spark-avro for the pinned PySpark, Delta Lake, their own
+dependencies) are handed to the session as local files (``spark.jars``), never as
+``--packages``. First found wins: ``--jars-dir`` / ``RMQ_ADAPTER_SPARK_JARS``, a checkout's
+``infra/.jars/spark`` (``make jars``: Maven, ``infra/spark/pom.xml``), else the user cache,
+which the first run fills from Maven Central with the jars ``jars.lock`` pins, checksums
+checked, progress on standard error (:mod:`adapter.jars`). A missing jar or a missing Java
+fails before the JVM starts, with what is missing and how to get it.
 
-Known gaps: the check is by file name (the pinned versions), not by checksum; a cluster's
-workers must run the same PySpark version (their classpath is their own ``pyspark/jars``).
+Known gaps: a directory named by the option or the variable is checked by file name (the
+pinned versions), not by checksum; a cluster's workers must run the same PySpark version
+(their classpath is their own ``pyspark/jars``).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
 
+from adapter import jars
 from adapter.exceptions import AdapterError
 
 SPARK_VERSION = "4.1.1"
@@ -28,7 +33,10 @@ DELTA_VERSION = "4.3.1"
 SCALA = "2.13"
 
 ENV_JARS = "RMQ_ADAPTER_SPARK_JARS"
-FETCH_COMMAND = "make jars  (or: infra/fetch-spark-jars.sh .venv/bin/python)"
+FETCH_COMMAND = (
+    f"make jars in a checkout, or leave out --jars-dir and {ENV_JARS} to fetch them into "
+    "the user cache"
+)
 JAVA_COMMAND = "apt-get install openjdk-17-jre-headless  (or set JAVA_HOME to a Java 17 or 21)"
 
 _CHECKOUT_JARS = Path(__file__).resolve().parents[2] / "infra" / ".jars" / "spark"
@@ -73,19 +81,45 @@ class Jars:
         return ",".join(str(p) for p in self.paths)
 
 
-def jars_dir(configured: Path | None = None) -> Path:
+def jar_lock() -> jars.Lock:
+    """The jars the jobs need beyond PySpark's own, pinned (package data)."""
+    return jars.Lock.parse(Path(__file__).with_name("jars.lock").read_text())
+
+
+def jars_dir(configured: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
     """The jar directory: ``configured``, else ``RMQ_ADAPTER_SPARK_JARS``, else the checkout's
-    ``infra/.jars/spark``."""
+    ``infra/.jars/spark`` when it holds jars, else the user cache's (see :func:`locate`)."""
+    env = os.environ if environ is None else environ
     if configured is not None:
         return configured
-    env = os.environ.get(ENV_JARS)
-    return Path(env) if env else _CHECKOUT_JARS
+    if env.get(ENV_JARS):
+        return Path(env[ENV_JARS])
+    if any(_CHECKOUT_JARS.glob("*.jar")):
+        return _CHECKOUT_JARS
+    return jars.cache_root(env) / jar_lock().name
+
+
+def _fetched(directory: Path, environ: Mapping[str, str]) -> Path:
+    """``directory``, filled from Maven Central first when it is the user cache's."""
+    lock = jar_lock()
+    if directory != jars.cache_root(environ) / lock.name:
+        return directory
+    progress = jars.TextProgress(sys.stderr, f"the Spark jobs' jars ({lock.name})")
+    return jars.ensure(
+        lock,
+        directory,
+        repository_url=jars.repository(environ),
+        progress=progress,
+        on_start=progress.start,
+    )
 
 
 def locate(configured: Path | None = None) -> Jars:
-    """The extra jars, checked: every required one is there and PySpark is the pinned version.
+    """The extra jars, checked: every required one is there and PySpark is the pinned version;
+    fetched into the user cache first when neither a directory nor a checkout has them.
 
     Raises:
+        adapter.jars.JarsError: a jar could not be fetched or is not the pinned file.
         SparkSetupError: naming each missing jar (Maven coordinates and file name) and the
             command that fetches them, or the PySpark version mismatch.
     """
@@ -94,7 +128,7 @@ def locate(configured: Path | None = None) -> Jars:
             f"PySpark {pyspark.__version__} is installed, but the jars are pinned to Spark "
             f"{SPARK_VERSION}: pip install 'rmq-kafka-adapter[spark]' (pyspark=={SPARK_VERSION})"
         )
-    directory = jars_dir(configured)
+    directory = _fetched(jars_dir(configured), os.environ)
     found = sorted(directory.glob("*.jar")) if directory.is_dir() else []
     missing = [
         f"{coordinates} ({pattern})"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter.ops import broker
+from adapter import jars
+from adapter.ops import broker, broker_jars
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -27,8 +28,20 @@ def test_the_old_name_of_the_jars_directory_still_works_with_a_warning(
     assert "RMQ_ADAPTER_BROKER_JARS" in caplog.text
 
 
-def test_without_a_setting_the_jars_come_from_the_checkout() -> None:
+def test_without_a_setting_the_jars_come_from_the_checkout_else_from_the_user_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert broker.default_jars_dir({}) == broker.repo_root() / "infra" / ".jars" / "kafka"
+    monkeypatch.setattr(broker_jars, "repo_root", lambda: tmp_path / "site-packages")
+    cache = tmp_path / "cache"
+    assert broker.default_jars_dir({"RMQ_ADAPTER_JARS_CACHE": str(cache)}) == cache / "kafka-4.3.1"
+
+
+def test_the_broker_jars_setting_is_outside_the_librdkafka_prefix() -> None:
+    # RMQ_ADAPTER_KAFKA_* would be read as librdkafka settings by every client.
+    assert not broker.ENV_JARS.startswith("RMQ_ADAPTER_KAFKA_")
+    assert not jars.ENV_CACHE.startswith("RMQ_ADAPTER_KAFKA_")
+    assert not jars.ENV_REPOSITORY.startswith("RMQ_ADAPTER_KAFKA_")
 
 
 @pytest.fixture
