@@ -36,10 +36,12 @@ __all__ = [
     "UnknownSchemaError",
     "UnusableRecordError",
     "DeliveryError",
+    "LocalQueueFull",
     "KafkaUnavailableError",
     "TopicLayoutError",
     "BrokerError",
     "ConfigError",
+    "Bug",
 ]
 
 
@@ -186,6 +188,13 @@ class DeliveryError(AdapterError):
     kind = "not delivered"
 
 
+class LocalQueueFull(DeliveryError):
+    """The client's local send queue stayed full for the whole send timeout: Kafka takes
+    records slower than they are sent (RocketMQ's "too many requests")."""
+
+    kind = "local queue full"
+
+
 class KafkaUnavailableError(AdapterError):
     """Kafka could not be reached at the configured address within the deadline."""
 
@@ -198,3 +207,9 @@ class TopicLayoutError(AdapterError):
 
 class BrokerError(AdapterError):
     """The local broker could not be started or stopped."""
+
+
+class Bug(Exception):
+    """A broken invariant of the adapter itself, never bad input nor an outage. Deliberately
+    not an :class:`AdapterError`: a worker retries its failed turns for as long as Kafka is
+    away, but stops at once with the reason on a bug, instead of repeating it every second."""

@@ -224,11 +224,13 @@ def start_coordinator(system_topics: str) -> Iterator[Callable[..., TransactionC
     arguments are the check policy (``transaction_timeout_ms``, ``check_interval_ms``, ...)."""
     with running_workers() as run:
 
-        def start(bootstrap: str | None = None, **policy: Any) -> TransactionCoordinator:
+        def start(
+            bootstrap: str | None = None, worker_id: str | None = None, **policy: Any
+        ) -> TransactionCoordinator:
             config = CoordinatorConfig(
                 KafkaSettings(bootstrap or system_topics),
                 policy=CheckPolicy(**policy),
-                worker_id=unique("test"),
+                worker_id=worker_id or unique("test"),
                 max_wait_ms=200,
             )
             return run(TransactionCoordinator(config))

@@ -33,7 +33,7 @@ from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.exceptions import AdapterError, CodecError, DeliveryError
+from adapter.exceptions import AdapterError, CodecError, DeliveryError, LocalQueueFull
 from adapter.kafka import clients
 from adapter.wire import codec
 from adapter.wire.records import Record
@@ -179,7 +179,7 @@ def produce(
     producer: Producer, topic: str, value: bytes | None, *, timeout_s: float, **kwargs: Any
 ) -> None:
     """``producer.produce``; while the local queue is full, serve delivery reports (which make
-    room) for up to ``timeout_s``, then :class:`DeliveryError`."""
+    room) for up to ``timeout_s``, then :class:`LocalQueueFull`."""
     try:
         producer.produce(topic, value, **kwargs)  # the usual case, without the retry machinery
         return
@@ -195,7 +195,7 @@ def produce(
             with attempt:
                 producer.produce(topic, value, **kwargs)
     except tenacity.RetryError as exc:
-        raise DeliveryError(
+        raise LocalQueueFull(
             f"the local send queue stayed full for {timeout_s:g} s (sending to "
             f"{naming.decode(topic)})",
             topic=topic,

@@ -115,6 +115,11 @@ class Transactor:
             self._producer = self._new_producer()
         return self._producer
 
+    def open(self) -> Producer:
+        """Start the producer if there is none: its ``init_transactions`` fences earlier
+        instances of this transactional id and ends their open transaction."""
+        return self.producer
+
     def _new_producer(self) -> Producer:
         conf = self.settings()
         log = clients.LibrdkafkaLog()
@@ -193,6 +198,19 @@ class Transactor:
         producer, timeout = self.producer, self.timeout_s
         self._retrying("commit_transaction", lambda: producer.commit_transaction(timeout))
         self.in_transaction = False
+
+    def end_pending_offsets(self, partitions: list[TopicPartition], consumer: Consumer) -> None:
+        """Begin a transaction with offsets of the consumer's group for ``partitions`` and
+        abort it: the abort marker ends every transactional offset commit this producer id
+        left pending in the group, which a read_committed ``committed()`` would otherwise
+        wait on (the offsets sent are never applied)."""
+        self.begin()
+        try:
+            self.send_offsets(
+                [TopicPartition(tp.topic, tp.partition, 0) for tp in partitions], consumer
+            )
+        finally:
+            self.abort()
 
     def fail(self, cause: BaseException) -> None:
         """The open transaction cannot be committed. A refused record (an abortable error)

@@ -22,20 +22,24 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 from prometheus_client import CollectorRegistry
 
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import WorkerConfig
 from adapter.exceptions import AdapterError
-from adapter.kafka import io
+from adapter.kafka import clients, io
+from adapter.kafka.rereads import Rereads
 from adapter.kafka.transactor import Fenced, Stuck, Transactor
 from adapter.logs import RepeatLimiter, shape
 
 C = TypeVar("C", bound=WorkerConfig)
 
 FAILURE_SUMMARY_S = 30.0
+READY_TURN_S = 5.0
+"""A worker none of whose turns ended within this long is not ready (a turn waits at most
+half a second for records when idle)."""
 CONSUMER_RESET_S = 30.0
 """Seconds of failed turns after which a worker replaces its consumer."""
 
@@ -106,6 +110,8 @@ class ExactlyOnceWorker(ABC, Generic[C]):
 
     name: ClassVar[str]
     log: ClassVar[logging.Logger]
+    group: ClassVar[str]
+    """The consumer group the worker's partitions come from."""
 
     def __init__(
         self, config: C, registry: CollectorRegistry | None = None, clock: Clock = SYSTEM_CLOCK
@@ -131,8 +137,10 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         """Monotonic time the worker last replaced a failing consumer."""
         self.last_turn_at: float | None = None
         """Monotonic time the last turn ended, failed or not (the loop is alive)."""
-        self.assigned_once = False
-        """The group has given this worker its partitions (possibly none) at least once."""
+        self._assigned_once = False
+        self.rereads = Rereads(self.log)
+        """Records the consumer delivered again (its position went back): noted, then reported
+        once a turn."""
         self.topics = io.PartitionCounts(
             lambda *a, **k: self.tx.producer.list_topics(*a, **k), timeout_s=10, clock=clock
         )
@@ -146,9 +154,20 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         """The worker's own state and metrics (``__init__`` calls it; no I/O)."""
 
     @abstractmethod
-    def start(self) -> None:
-        """Check the topics, create the consumer and join the group (the producer starts with
-        the first turn). ``run()`` calls it again after a failure, until it succeeds."""
+    def reads(self) -> list[str]:
+        """The Kafka topics the worker's consumer subscribes to."""
+
+    def prepare(self) -> None:
+        """What must hold before the consumer joins the group (topics visible, schemas
+        installed); ``start()`` calls it, and ``run()`` again after a failure."""
+
+    def on_assigned(self, partitions: list[TopicPartition]) -> None:
+        """The group gave the worker ``partitions`` (of every topic it reads)."""
+
+    def on_dropped(self, partitions: list[TopicPartition], how: str) -> None:
+        """``partitions`` are no longer the worker's: ``how`` is "revoked" (a rebalance),
+        "lost" (the session expired) or "dropped" (the worker replaced its consumer). What is
+        held for them goes; their next owner reads them again from the committed positions."""
 
     @abstractmethod
     def run_once(self) -> int:
@@ -170,7 +189,7 @@ class ExactlyOnceWorker(ABC, Generic[C]):
                 try:
                     if self._consumer is None:
                         self.start()
-                    self.tx.producer  # noqa: B018 - the first turn fences earlier instances
+                    self.tx.open()  # the first turn fences earlier instances
                     moved = self.run_once()
                 except Fenced:
                     raise
@@ -208,6 +227,40 @@ class ExactlyOnceWorker(ABC, Generic[C]):
             if SYSTEM_CLOCK.monotonic() > deadline:
                 raise AdapterError(f"the {self.name} was not idle within {timeout_s:g} s")
 
+    def start(self) -> None:
+        """Prepare, then create the consumer and join the group (the producer starts with the
+        first turn). ``run()`` calls it again after a failure, until it succeeds."""
+        self.prepare()
+        consumer = clients.consumer(self.config.consumer(self.group))
+        consumer.subscribe(
+            self.reads(),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+        self._consumer = consumer
+
+    @property
+    def assigned_once(self) -> bool:
+        """The group has given this worker its partitions (possibly none) at least once."""
+        return self._assigned_once
+
+    # Rebalance callbacks come from librdkafka's poll on the worker's thread, but also from a
+    # consumer it replaced while that one closes: only the current consumer's are obeyed.
+
+    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if consumer is self._consumer:
+            self.on_assigned(partitions)
+            self._assigned_once = True
+
+    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if consumer is self._consumer:
+            self.on_dropped(partitions, "revoked")
+
+    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if consumer is self._consumer:
+            self.on_dropped(partitions, "lost")
+
     def _distrust_a_failing_consumer(self) -> None:
         """After ``CONSUMER_RESET_S`` of failed turns the consumer is closed and the next turn
         starts a new one, which rejoins the group and restores its partitions from the
@@ -227,16 +280,11 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         )
         self._consumer = None
         self._consumer_dropped_at = now
-        self.forget_partitions()
+        self.on_dropped(list(consumer.assignment()), "dropped")
         try:
             self.tx.call("consumer close", consumer.close, 10)
         except (Stuck, KafkaException) as exc:
             self.log.info("the dropped consumer did not close cleanly: %s", exc)
-
-    def current(self, consumer: Any) -> bool:
-        """Whether a rebalance callback comes from the worker's consumer of now, not from one
-        it replaced (still closing on another thread): only those may change its state."""
-        return consumer is self._consumer
 
     def settled_positions(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """The group's committed positions of ``partitions``, read once this worker's own last
@@ -245,16 +293,33 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         (a commit that timed out may still commit): starting the producer first, with its
         ``init_transactions``, finishes or aborts it."""
         consumer = self.consumer()
-        self.tx.producer  # noqa: B018 - settles the worker's last transaction
+        self.tx.open()  # settles the worker's last transaction
         if not partitions:
             return []
-        return self.tx.call(
-            "committed", lambda: consumer.committed(partitions, timeout=self.tx.timeout_s)
-        )
 
-    def forget_partitions(self) -> None:
-        """Drop what is held for every owned partition (the consumer is being replaced: its
-        partitions are restored from the committed positions once assigned again)."""
+        def committed() -> list[TopicPartition]:
+            return self.tx.call(
+                "committed", lambda: consumer.committed(partitions, timeout=self.tx.timeout_s)
+            )
+
+        try:
+            return committed()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._TIMED_OUT:
+                raise
+            # Still unstable after this worker's producer was initialised: a transactional
+            # offset commit of its producer id that Kafka keeps pending with nothing to end it
+            # (seen after a broker restart: every later read timed out, for minutes, through
+            # new consumers and producers). An aborted transaction of the same producer id,
+            # with offsets of the group in it, writes the marker that ends it.
+            self.log.warning(
+                "the group's committed positions stayed unstable for %g s (%s); ending what "
+                "this worker's producer left pending with an aborted transaction",
+                self.tx.timeout_s,
+                exc.args[0].str(),
+            )
+        self.tx.end_pending_offsets(partitions, consumer)
+        return committed()
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop, in this order: no new turn starts; the turn in hand finishes and commits its
@@ -307,8 +372,10 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         return last is not None and self.clock.monotonic() - last <= within_s
 
     def ready(self) -> bool:
-        """Kafka answers (the last turn did not fail) and the group has assigned partitions."""
-        return self.assigned_once and not self.failures.failing
+        """Kafka answers (the last turn did not fail, and one ended within ``READY_TURN_S``:
+        a turn stuck on a Kafka that is gone fails only after its calls time out, 10 to 20 s
+        later) and the group has assigned partitions."""
+        return self.assigned_once and not self.failures.failing and self.alive(READY_TURN_S)
 
 
 AnyWorker = ExactlyOnceWorker[Any]

@@ -42,16 +42,15 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
 from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
-from adapter.kafka import clients, io, schemas
+from adapter.kafka import io, schemas
 from adapter.kafka.io import caught_up, fetch
-from adapter.kafka.rereads import Rereads
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.logs import RepeatLimiter
@@ -64,6 +63,7 @@ from adapter.schedule.prepared import NotDue, wait_until_due
 from adapter.schedule.recall_log import RECALL_TOPIC as RECALLS
 from adapter.schedule.recall_log import RecallView
 from adapter.schedule.refusals import PERMANENT, Refusals
+from adapter.schedule.transit import Transit
 
 log = logging.getLogger("adapter.schedule")
 
@@ -76,7 +76,7 @@ def _held(value: bytes) -> int:
     return len(value) + 200
 
 
-class _Recalled(AdapterError):
+class _Recalled(Exception):
     """A timer of the batch was recalled before its DELIVERED marker: the batch must not
     commit (the next turn drops that timer)."""
 
@@ -86,39 +86,35 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
 
     name = "schedule forwarder"
     log = log
+    group = naming.SCHEDULE_FORWARDER_GROUP
 
     def setup(self) -> None:
         self.metrics = ForwarderMetrics(self.registry)
         self._heads: HeadOfLine[Parked] = HeadOfLine()
         self._hops = HopTable.of(self.config.levels)
         self._recalls: RecallView | None = None
-        self._markers: dict[str, int] = {}
         self._assigned: set[int] = set()
-        self._rereads = Rereads(log)
         self._paused: set[int] = set()
         self.refusals = Refusals()
         self._lookup = schemas.lookup_for(self.config.kafka)
-        self._failed: list[tuple[Held, KafkaError]] = []
         self._next_backlog_update = 0.0
         self._ahead = AheadWatch(self.metrics.broker_clock_ahead, log, self.clock.monotonic)
         self._asides = RepeatLimiter(30.0, self.clock.monotonic)
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def reads(self) -> list[str]:
+        return [SCHEDULE]
+
+    def prepare(self) -> None:
         io.require_visible(self.config.kafka.librdkafka({}), [SCHEDULE, RECALLS], "READ", 10.0)
         check_schedule_partitions(self.topics, self.config.levels)
         require_broker_stamps(self.config.kafka.librdkafka({}), 10.0, log)
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
-        consumer = clients.consumer(self.config.consumer(naming.SCHEDULE_FORWARDER_GROUP))
-        consumer.subscribe(
-            [SCHEDULE], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-        )
-        self._consumer = consumer
         if self._recalls is None:
             self._recalls = RecallView(self.config.kafka.librdkafka({}), self.config.worker_id)
         log.info(
-            "schedule forwarder %s started: %d levels and %d fine hops",
+            "schedule forwarder %s starting: %d levels and %d fine hops",
             self.config.worker_id,
             self.config.levels.max_level,
             len(self._hops.fine_ms),
@@ -144,7 +140,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         records = fetch(consumer, self.config.max_batch, wait_s)
         for record in records:
             self._accept(record)
-        self._rereads.report()
+        self.rereads.report()
         if self._recalls is not None:
             self._recalls.poll()
         moved = 0
@@ -174,7 +170,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             return
         now, offset = self.clock.now_ms(), record.offset() or 0
         if self._heads.read_already(partition, offset):
-            self._rereads.note(self._where(partition), offset)
+            self.rereads.note(self._where(partition), offset)
             return
         value = record.value() or b""
         try:
@@ -227,10 +223,9 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._heads.put_back(batch.put_back)
         if not batch.sends:
             return 0
-        self._failed = []
-        doomed_before = set(self.refusals.doomed)
+        transit = Transit(batch, frozenset(self.refusals.doomed))
         try:
-            self._transact(batch)
+            self._transact(transit)
         except _Recalled as exc:
             self._heads.put_back(batch.entries)  # nothing of the batch was committed
             self.tx.abort()
@@ -243,7 +238,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             return 0
         except (KafkaException, AdapterError) as exc:
             self._heads.put_back(batch.entries)  # nothing of the batch was committed
-            if not self._recover(exc, doomed_before):
+            if not self._recover(exc, transit):
                 raise  # not about some records: the turn failed (Kafka unreachable, ...)
             return 0
         except BaseException as exc:
@@ -253,18 +248,18 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self._committed(batch)
         return len(batch.sends)
 
-    def _transact(self, batch: Batch) -> None:
+    def _transact(self, transit: Transit) -> None:
         """The batch and its consumed positions in one transaction: the positions first, then,
         once every record of the batch is due, the records and the commit."""
+        batch = transit.batch
         self.tx.begin()
-        self._markers = {}
         positions = [TopicPartition(SCHEDULE, p, o) for p, o in batch.positions.items()]
         self.tx.send_offsets(positions, self.consumer())
         wait_until_due(self.clock, batch.not_before_ms, self.config.prepare_ahead_ms)
         for send in batch.sends:
-            self._produce(send)
-        if self._markers:
-            self._check_recalls()
+            self._produce(transit, send)
+        if transit.markers:
+            self._check_recalls(transit)
         self.tx.commit()
 
     def _rewind(self) -> None:
@@ -282,34 +277,25 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         self.tx.settled()
         log.info("read levels %s again from their committed positions", self._labels(owned))
 
-    def _check_recalls(self) -> None:
+    def _check_recalls(self, transit: Transit) -> None:
         """Before a batch delivers timers: no RECALL of one of them lies before its DELIVERED
         marker (:mod:`adapter.schedule.recall`); else :class:`_Recalled`."""
         producer, timeout = self.tx.producer, self.tx.timeout_s
         self.tx.call("flush", lambda: producer.flush(timeout), timeout)
-        if any(offset < 0 for offset in self._markers.values()):
+        if not transit.markers_acknowledged():
             raise AdapterError("a DELIVERED marker was not acknowledged")
         view = self._recalls
         if view is None:
             raise AdapterError("the recall view is not open")
-        view.read_past(max(self._markers.values()), timeout)
+        view.read_past(max(transit.markers.values()), timeout)
         recalls = view.recalls
-        lost = [m for m, o in self._markers.items() if recall.recalled_before(recalls, m, o)]
+        lost = [m for m, o in transit.markers.items() if recall.recalled_before(recalls, m, o)]
         if lost:
             raise _Recalled(f"timers {lost} were recalled while being delivered")
 
-    def _produce(self, send: Send) -> None:
+    def _produce(self, transit: Transit, send: Send) -> None:
         entry = send.entry
-        is_marker = send.kind == "delivered"
-        if is_marker and send.key is not None:
-            self._markers[send.key.decode()] = -1
-
-        def report(error: KafkaError | None, record: KafkaRecord) -> None:
-            if error is not None:
-                self._failed.append((entry, error))
-            elif is_marker and send.key is not None:
-                self._markers[send.key.decode()] = record.offset() or 0
-
+        report = transit.report_for(send)
         kwargs: dict[str, Any] = {"on_delivery": report, **send.produce_kwargs()}
         try:
             self.tx.produce(send.topic, send.value, **kwargs)
@@ -318,15 +304,14 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
                 self.refusals.doom(entry.partition, entry.offset, f"refused: {exc.args[0].str()}")
             raise
 
-    def _recover(self, exc: BaseException, doomed_before: set[tuple[int, int]]) -> bool:
+    def _recover(self, exc: BaseException, transit: Transit) -> bool:
         """Abort the failed transaction; True when some of its records were refused (those
         levels then wait and retry, a record no retry cures is parked next time)."""
         self.tx.fail(exc)
-        failures = [(entry.partition, entry.offset, error) for entry, error in self._failed]
-        refused = self.refusals.sort(failures)
+        refused = self.refusals.sort(transit.failures())
         for partition in refused:
             self._refuse(partition, str(exc))
-        return bool(refused) or bool(set(self.refusals.doomed) - doomed_before)
+        return bool(refused) or bool(set(self.refusals.doomed) - transit.doomed_before)
 
     def _refuse(self, partition: int, why: str) -> None:
         attempt, wait = self.refusals.retry(partition)
@@ -381,9 +366,8 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
 
     # -- group membership -------------------------------------------------------------------
 
-    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        if not self.current(consumer):
-            return
+    def on_assigned(self, partitions: list[TopicPartition]) -> None:
+        consumer = self.consumer()
         unknown = [tp for tp in partitions if tp.partition >= self._hops.partitions]
         partitions = [tp for tp in partitions if tp.partition < self._hops.partitions]
         if unknown:  # added by hand after start: no level is stored there
@@ -399,19 +383,10 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         if partitions:
             consumer.resume(partitions)
         self._assigned.update(tp.partition for tp in partitions)
-        self.assigned_once = True
         log.info("assigned levels %s", self._labels(partitions))
 
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        if self.current(consumer):
-            self._forget(partitions, "revoked")
-
-    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        if self.current(consumer):
-            self._forget(partitions, "lost", logging.WARNING)
-
-    def forget_partitions(self) -> None:
-        self._forget([TopicPartition(SCHEDULE, p) for p in sorted(self._assigned)], "dropped")
+    def on_dropped(self, partitions: list[TopicPartition], how: str) -> None:
+        self._forget(partitions, how, logging.WARNING if how == "lost" else logging.INFO)
 
     def _forget(
         self, partitions: list[TopicPartition], how: str, level: int = logging.INFO

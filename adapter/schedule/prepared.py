@@ -13,10 +13,9 @@ from __future__ import annotations
 import time
 
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.exceptions import AdapterError
 
 
-class NotDue(AdapterError):
+class NotDue(Exception):
     """The batch was prepared ahead of its due time, and that time did not come."""
 
 

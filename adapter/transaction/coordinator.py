@@ -46,7 +46,6 @@ memory as their encoded bytes (about the body size each).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
@@ -57,7 +56,6 @@ from adapter.config import CoordinatorConfig
 from adapter.exceptions import AdapterError, UnusableRecordError
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.io import caught_up, fetch, read_to_end
-from adapter.kafka.rereads import Rereads
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.transaction.effects import Effects
 from adapter.transaction.envelope import DELIVERED_HEADER, MARK_HEADER
@@ -80,9 +78,12 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
 
     name = "transaction coordinator"
     log = log
+    group = naming.TRANS_COORDINATOR_GROUP
 
     def setup(self) -> None:
-        self.metrics = CoordinatorMetrics(self.registry, self.pending_count, self.oldest_age_s)
+        self.metrics = CoordinatorMetrics(
+            self.registry, self.pending_count, self.oldest_age_s, self.stale
+        )
         self._states: dict[int, PartitionState[bytes]] = {}
         self._known: dict[int, tuple[int, int | None]] = {}
         """Per owned partition, (pending count, oldest born time) as of the last good turn: the
@@ -98,21 +99,18 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         """Unreadable OP records met by the last replay, parked in the next turn."""
         self._turn = Turn()
         """The open turn: decided, not applied yet (see ``record_linger_ms``)."""
-        self._rereads = Rereads(log)
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def reads(self) -> list[str]:
+        return [HALF, END]
+
+    def prepare(self) -> None:
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         self._admin = clients.admin(self.config.kafka.librdkafka({}))
         conf = self.config.kafka.librdkafka({})
         io.require_visible(conf, [HALF, END, OP], "READ", self.tx.timeout_s)
-        consumer = clients.consumer(self.config.consumer(naming.TRANS_COORDINATOR_GROUP))
-        consumer.subscribe(
-            [HALF, END], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-        )
-        self._consumer = consumer
-        log.info("transaction coordinator %s started", self.config.worker_id)
+        log.info("transaction coordinator %s starting", self.config.worker_id)
 
     # -- one turn ---------------------------------------------------------------------------
 
@@ -168,7 +166,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _decide(self, records: list[KafkaRecord], turn: Turn) -> None:
         for record in records:
             self._accept(record, turn)
-        self._rereads.report()
+        self.rereads.report()
         now = self.clock.now_ms()
         room = self.config.max_batch
         for partition, state in self._states.items():
@@ -218,7 +216,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             return
         offset = record.offset() or 0
         if state.read_already(offset, end=record.topic() != HALF):
-            self._rereads.note(
+            self.rereads.note(
                 f"{naming.decode(record.topic() or '')} partition {partition}", offset
             )
             return
@@ -323,13 +321,14 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
 
     # -- group membership and recovery ------------------------------------------------------
 
-    def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+    def on_assigned(self, partitions: list[TopicPartition]) -> None:
         """Newly owned partitions are restored at the start of the next turn (records read
-        before then are ignored, and read again after the seek to the committed positions)."""
-        if not self.current(consumer):
-            return
-        self._to_restore.update(tp.partition for tp in partitions if tp.topic == HALF)
-        self.assigned_once = True
+        before then are ignored, and read again after the seek to the committed positions).
+        Gauges kept for partitions this worker no longer owns are dropped."""
+        owned = {tp.partition for tp in partitions if tp.topic == HALF}
+        self._to_restore.update(owned)
+        for p in set(self._known) - owned - set(self._states) - self._to_restore:
+            del self._known[p]
 
     def _restore_pending(self) -> None:
         """Restore the partitions waiting for it that the consumer holds now; one that fails,
@@ -398,17 +397,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
             replayed += 1
         log.info("replayed %d OP records of partitions %s", replayed, sorted(starts))
 
-    def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        if self.current(consumer):
-            self._forget(partitions, "revoked")
-
-    def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        if self.current(consumer):
-            self._forget(partitions, "lost")
-
-    def forget_partitions(self) -> None:
-        owned = set(self._states) | set(self._to_restore)
-        self._forget([TopicPartition(HALF, p) for p in sorted(owned)], "dropped")
+    def on_dropped(self, partitions: list[TopicPartition], how: str) -> None:
+        self._forget(partitions, how)
 
     def _forget(self, partitions: list[TopicPartition], how: str) -> None:
         gone = sorted({tp.partition for tp in partitions if tp.topic == HALF})
@@ -420,8 +410,9 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         ]
         for p in gone:
             self._states.pop(p, None)
-            self._known.pop(p, None)
             self._to_restore.discard(p)
+            if how == "revoked":  # another worker owns it now, and reports it
+                self._known.pop(p, None)
         if gone:
             log.info("%s partitions %s", how, gone)
 
@@ -430,6 +421,15 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _remember_gauges(self) -> None:
         for p, state in self._states.items():
             self._known[p] = (state.pending_count, state.oldest_born_ms())
+
+    def stale(self) -> bool:
+        """Whether the gauges hold values of partitions not read back since Kafka went away
+        (the last ones known, kept so that an alert on them does not go silent)."""
+        return bool(set(self._known) - set(self._states))
+
+    def ready(self) -> bool:
+        """As every worker's, and the gauges are current."""
+        return super().ready() and not self.stale()
 
     def pending_count(self) -> float:
         """Pending half messages of the owned partitions, as of the last good turn."""

@@ -234,7 +234,7 @@ class GroupCommitter:
         if lane.ready or self._closing:
             return
         try:
-            lane.tx.producer  # noqa: B018 - starts and initialises it
+            lane.tx.open()
         except Exception as exc:  # noqa: BLE001 - retried on the next round
             if not self._unavailable:
                 log.warning("fast commit unavailable (%s); decisions go the plain way", exc)
@@ -291,7 +291,7 @@ class GroupCommitter:
         self.fell_back += len(group)
 
 
-class _TooLate(AdapterError):
+class _TooLate(Exception):
     """The group was acknowledged after its fast-commit window: it must not commit."""
 
 

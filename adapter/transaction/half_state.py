@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 
-from adapter.exceptions import AdapterError
+from adapter.exceptions import Bug
 
 
 class HalfState(enum.Enum):
@@ -42,11 +42,10 @@ _MOVES: dict[HalfState, frozenset[HalfState]] = {
 }
 
 
-class IllegalTransition(AdapterError):
+class IllegalTransition(Bug):
     """A half message was asked to move where the protocol does not allow (a bug, never
     input: decisions on resolved messages are :class:`Duplicate` s, not transitions)."""
 
-    kind = "illegal transition"
 
 
 def advance(state: HalfState, to: HalfState) -> HalfState:

@@ -3,8 +3,9 @@
 Reproduces RocketMQ's transaction metrics (``TransactionMetrics``: half messages per topic, and
 the commit/rollback/check counters of its exporter) as Prometheus series. The pending count and
 the oldest pending age are read from the coordinator's state when Prometheus scrapes, so they
-stay true while the coordinator is stalled (Kafka away): the count is the last known one and the
-age keeps growing, which is what an alert on them needs.
+stay true while the coordinator is stalled (Kafka away), even once its partitions were dropped:
+the count is the last known one, the age keeps growing (what an alert on them needs), and
+``rmq_transactions_gauges_stale`` says so until the partitions are read back.
 
 Known gaps: none.
 """
@@ -28,6 +29,7 @@ class CoordinatorMetrics:
         registry: CollectorRegistry,
         pending: Callable[[], float],
         oldest_age_s: Callable[[], float],
+        stale: Callable[[], bool],
     ) -> None:
         self.pending = Gauge(
             "rmq_transactions_pending", "Half messages waiting for a decision.", registry=registry
@@ -39,6 +41,13 @@ class CoordinatorMetrics:
             registry=registry,
         )
         self.oldest_age.set_function(oldest_age_s)
+        self.stale = Gauge(
+            "rmq_transactions_gauges_stale",
+            "1 while the two gauges above hold the last values known before Kafka went away "
+            "(partitions not read back yet), 0 once they are current.",
+            registry=registry,
+        )
+        self.stale.set_function(lambda: float(stale()))
 
         def counter(name: str, doc: str) -> Counter:
             return Counter(name, doc, registry=registry)

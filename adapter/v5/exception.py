@@ -21,10 +21,9 @@ exceptions exist for imports only; nothing raises them.
 
 from __future__ import annotations
 
-import tenacity
 from confluent_kafka import KafkaError, KafkaException
 
-from adapter.exceptions import AdapterError, DeliveryError, RocketMQException
+from adapter.exceptions import AdapterError, DeliveryError, LocalQueueFull, RocketMQException
 from adapter.kafka.io import MissingTopic
 
 __all__ = [
@@ -198,8 +197,8 @@ def translate(exc: BaseException, what: str) -> ClientException:
     for cause in chain:
         if isinstance(cause, MissingTopic):
             return NotFoundException(text, TOPIC_NOT_FOUND)
+        if isinstance(cause, LocalQueueFull):
+            return TooManyRequestsException(text, TOO_MANY_REQUESTS)
         if isinstance(cause, DeliveryError) and cause.kafka_error is None:
-            if isinstance(cause.__cause__, tenacity.RetryError):  # the local queue stayed full
-                return TooManyRequestsException(text, TOO_MANY_REQUESTS)
             return ProxyTimeoutException(text, PROXY_TIMEOUT)
     return InternalErrorException(text, INTERNAL_ERROR)

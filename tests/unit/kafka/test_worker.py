@@ -9,8 +9,9 @@ import threading
 import pytest
 
 from adapter.clock import ManualClock
+from adapter.config import KafkaSettings, WorkerConfig
 from adapter.kafka.transactor import Stuck, within
-from adapter.kafka.worker import FailureLog
+from adapter.kafka.worker import READY_TURN_S, ExactlyOnceWorker, FailureLog
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -68,3 +69,34 @@ def test_another_cause_during_the_same_outage_waits_for_the_summary() -> None:
     clock.advance(30_000)
     failures.failed("turn", PermissionError("not coordinator"))
     assert records[-1].endswith("now: not coordinator")
+
+
+class Idle(ExactlyOnceWorker[WorkerConfig]):
+    """A worker with nothing to do, to read its health on a manual clock."""
+
+    name = "idle worker"
+    log = logging.getLogger("test.idle")
+    group = "GID_idle"
+
+    def setup(self) -> None:
+        pass
+
+    def reads(self) -> list[str]:
+        return []
+
+    def run_once(self) -> int:
+        return 0
+
+    def idle(self) -> bool:
+        return True
+
+
+def test_a_worker_whose_turn_is_stuck_on_kafka_stops_being_ready_before_the_turn_fails() -> None:
+    clock = ManualClock()
+    worker = Idle(WorkerConfig(KafkaSettings("127.0.0.1:9"), worker_id="w"), clock=clock)
+    worker._on_assign(None, [])  # the group's answer, as librdkafka calls it
+    worker.last_turn_at = clock.monotonic()
+    assert worker.ready()
+    clock.advance(int(READY_TURN_S * 1000) + 1)  # the turn in hand waits on a Kafka that is gone
+    assert not worker.ready()
+    assert worker.alive(60), "still alive: the loop is not dead, only waiting"

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import tenacity
 from confluent_kafka import KafkaError, KafkaException
 
-from adapter.exceptions import DeliveryError, ProducerSendSyncFailed, RocketMQException
+from adapter.exceptions import (
+    DeliveryError,
+    LocalQueueFull,
+    ProducerSendSyncFailed,
+    RocketMQException,
+)
 from adapter.kafka.io import MissingTopic
 from adapter.v5 import exception as ex
 
@@ -72,8 +76,6 @@ def test_a_missing_topic_is_not_found_and_no_acknowledgement_a_timeout() -> None
 
 
 def test_a_local_queue_that_stays_full_is_too_many_requests() -> None:
-    try:
-        raise DeliveryError("the local send queue stayed full") from tenacity.RetryError(None)  # type: ignore[arg-type]
-    except DeliveryError as full:
-        error = ex.translate(failed_send(full), "send")
+    full = LocalQueueFull("the local send queue stayed full for 3 s")
+    error = ex.translate(failed_send(full), "send")
     assert isinstance(error, ex.TooManyRequestsException)
