@@ -35,12 +35,8 @@ Kafka cannot be reached. A producer cannot be started again after ``shutdown()``
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
-import socket
 import threading
-import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
@@ -59,6 +55,7 @@ from adapter.schedule.recall import BadRecallHandle
 from adapter.transaction.producer import HalfSent, TransactionMQProducer
 from adapter.v5 import timers
 from adapter.v5.client_configuration import ClientConfiguration, kafka_settings
+from adapter.v5.client_id import new_client_id
 from adapter.v5.exception import (
     BadRequestException,
     ClientException,
@@ -77,21 +74,10 @@ __all__ = ["Producer"]
 log = logging.getLogger("adapter.v5")
 
 HALF_TOPIC = naming.TRANS_HALF_TOPIC
-_CLIENT_INDEX = itertools.count()
 
 
 class _SendFailed(ProducerException):
     """How the shared send core reports a failure to this producer (translated at once)."""
-
-
-def new_client_id() -> str:
-    """A 5.x client id: ``host@pid@index@time`` (base 36 nanoseconds)."""
-    now, digits = time.time_ns(), []
-    while now:
-        now, digit = divmod(now, 36)
-        digits.append("0123456789abcdefghijklmnopqrstuvwxyz"[digit])
-    stamp = "".join(reversed(digits)) or "0"
-    return f"{socket.gethostname()}@{os.getpid()}@{next(_CLIENT_INDEX)}@{stamp}"
 
 
 class Producer:
@@ -127,6 +113,8 @@ class Producer:
         self._transactional: TransactionalSenders | None = None
         self._callbacks: ThreadPoolExecutor | None = None
         self._pending: set[Future[SendReceipt]] = set()
+        self._halves: dict[str, tuple[TransactionMQProducer, HalfSent]] = {}
+        """Half messages sent and not ended yet, by transaction id."""
         self._had_shutdown = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -364,15 +352,27 @@ class Producer:
         receipt = SendReceipt(
             transaction_id, transaction_id, MessageQueue(HALF_TOPIC, sent.partition), sent.offset
         )
+        with self._lock:
+            self._halves[transaction_id] = (producer, sent)
         transaction.add_send_receipt(receipt)
-        transaction._bind(producer, sent)
         return receipt
 
-    def _end_transaction(
-        self, producer: TransactionMQProducer, sent: HalfSent, resolution: TransactionResolution
-    ) -> None:
-        """Commit or roll back a half message this producer sent (``Transaction`` calls it)."""
+    def end_transaction(self, transaction_id: str, resolution: TransactionResolution) -> None:
+        """Commit or roll back the half message this producer sent as ``transaction_id``
+        (``Transaction.commit`` and ``rollback`` call it). A call that fails may be made
+        again; once one succeeds, the transaction is forgotten."""
         self._running("unable to end transaction because producer is not running")
+        if resolution not in (TransactionResolution.COMMIT, TransactionResolution.ROLLBACK):
+            raise IllegalArgumentException(
+                f"a transaction ends in COMMIT or ROLLBACK, not {resolution!r}"
+            )
+        with self._lock:
+            half = self._halves.get(transaction_id)
+        if half is None:
+            raise IllegalStateException(
+                f"transaction {transaction_id} was not sent by this producer, or has ended"
+            )
+        producer, sent = half
         decision = (
             TransactionDecision.COMMIT
             if resolution is TransactionResolution.COMMIT
@@ -383,6 +383,8 @@ class Producer:
         except ProducerException as exc:
             what = f"{resolution.name.lower()} transaction {sent.transaction_id}"
             raise translate(exc, what) from exc
+        with self._lock:
+            self._halves.pop(transaction_id, None)
 
     def _settle(
         self,

@@ -45,11 +45,11 @@ from adapter.consumer.loop import ConsumeLoop
 from adapter.exceptions import AdapterError, InvalidNameError
 from adapter.message import ReceivedMessage
 from adapter.v5.client_configuration import ClientConfiguration, kafka_settings
+from adapter.v5.client_id import new_client_id
 from adapter.v5.exception import IllegalArgumentException, IllegalStateException, translate
 from adapter.v5.filter_expression import FilterExpression
 from adapter.v5.message import Message
 from adapter.v5.message_listener import MessageListener, as_status
-from adapter.v5.producer import new_client_id
 
 __all__ = ["PushConsumer"]
 

@@ -50,6 +50,7 @@ from adapter.exceptions import AdapterError, InvalidNameError
 from adapter.kafka import clients
 from adapter.tags import TagFilter
 from adapter.v5.client_configuration import ClientConfiguration, kafka_settings
+from adapter.v5.client_id import new_client_id
 from adapter.v5.exception import (
     IllegalArgumentException,
     IllegalStateException,
@@ -58,7 +59,6 @@ from adapter.v5.exception import (
 )
 from adapter.v5.filter_expression import FilterExpression
 from adapter.v5.message import Message
-from adapter.v5.producer import new_client_id
 from adapter.v5.share_group import (
     ROCKETMQ_MAX_ATTEMPTS,
     attempts_and_limit,

@@ -38,17 +38,13 @@ import abc
 import logging
 import threading
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from adapter.message import ReceivedMessage
 from adapter.transaction.envelope import TransactionStatus
-from adapter.transaction.producer import HalfSent, TransactionMQProducer
 from adapter.v5.exception import IllegalArgumentException, IllegalStateException
 from adapter.v5.message import Message
 from adapter.v5.send_receipt import SendReceipt
-
-if TYPE_CHECKING:
-    from adapter.v5.producer import Producer
 
 __all__ = ["CheckAnswers", "Transaction", "TransactionChecker", "TransactionResolution"]
 
@@ -107,15 +103,20 @@ class CheckAnswers:
         return status
 
 
+class Ends(Protocol):
+    """What a transaction needs of its producer: ending the half message it sent."""
+
+    def end_transaction(self, transaction_id: str, resolution: TransactionResolution) -> None: ...
+
+
 class Transaction:
     """One transactional message, from its half message to its commit or rollback."""
 
-    def __init__(self, producer: Producer) -> None:
+    def __init__(self, producer: Ends) -> None:
         self._producer = producer
         self._lock = threading.Lock()
         self._message: Message | None = None
         self._receipt: SendReceipt | None = None
-        self._half: tuple[TransactionMQProducer, HalfSent] | None = None
         self._ended: TransactionResolution | None = None
         self._tried: TransactionResolution | None = None
         """A decision whose call failed: it may have reached Kafka (a timeout)."""
@@ -154,16 +155,11 @@ class Transaction:
     def message_id(self) -> str | None:
         return self._message.message_id if self._message is not None else None
 
-    def _bind(self, producer: TransactionMQProducer, sent: HalfSent) -> None:
-        """The 2.0 producer that sent the half message, and where it is."""
-        with self._lock:
-            self._half = (producer, sent)
-
     def _end(self, resolution: TransactionResolution) -> None:
         with self._lock:
             if self._message is None:
                 raise IllegalArgumentException("no message in transaction.")
-            if self._receipt is None or self._half is None:
+            if self._receipt is None:
                 raise IllegalArgumentException(
                     "no transaction_id in transaction, must send half message at first."
                 )
@@ -181,9 +177,8 @@ class Transaction:
                     f"{tried.name.lower()} again, or let the check-back (TransactionChecker) "
                     "decide"
                 )
-            sender, sent = self._half
             self._tried = resolution
-            self._producer._end_transaction(sender, sent, resolution)
+            self._producer.end_transaction(self._receipt.message_id, resolution)
             self._ended = resolution
 
 

@@ -118,21 +118,19 @@ class TimesOutOnce:
     def __init__(self) -> None:
         self.sent: list[TransactionResolution] = []
 
-    def _end_transaction(
-        self, _producer: object, _sent: object, resolution: TransactionResolution
-    ) -> None:
+    def end_transaction(self, transaction_id: str, resolution: TransactionResolution) -> None:
+        assert transaction_id == "A"
         self.sent.append(resolution)
         if len(self.sent) == 1:
             raise ClientException("timed out waiting for Kafka's acknowledgement")
 
 
-def sent_transaction(producer: object) -> Transaction:
-    transaction = Transaction(producer=producer)  # type: ignore[arg-type]
+def sent_transaction(producer: TimesOutOnce) -> Transaction:
+    transaction = Transaction(producer=producer)
     message = Message()
     message.message_id = "A"
     transaction.add_half_message(message)
     transaction.add_send_receipt(sent("A"))
-    transaction._bind(None, None)  # type: ignore[arg-type]
     return transaction
 
 
