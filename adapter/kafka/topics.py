@@ -284,3 +284,45 @@ def ensure_single_queue_topic(admin: AdminClient, kafka_topic: str, timeout_s: f
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
+
+
+DEFAULT_QUEUES = 4
+"""Partitions of a topic made by ``rmq-adapter topics create``: RocketMQ's
+``defaultTopicQueueNums``."""
+
+
+def create_topic(
+    conf: Mapping[str, Any],
+    topic: str,
+    partitions: int,
+    replication: Replication,
+    timeout_s: float = 30.0,
+) -> tuple[bool, int]:
+    """Create the application topic ``topic`` (a Kafka name) unless it exists: (whether this
+    call created it, its partition count). An existing topic is left as it is, whatever its
+    layout (``mqadmin updateTopic`` is idempotent too).
+
+    Raises :class:`TopicLayoutError` when Kafka refuses it (with Kafka's reason) and
+    :class:`KafkaUnavailableError` when Kafka does not answer within ``timeout_s``."""
+    metadata = clients.reach(conf, timeout_s)
+    found = metadata.topics.get(topic)
+    if found is not None and found.error is None:
+        return False, len(found.partitions)
+    spec = TopicSpec(topic, partitions, replication=replication)
+    admin = clients.admin(conf)  # held until the answer came: a dropped client cancels it
+    future = admin.create_topics([spec.new_topic()], operation_timeout=timeout_s)
+    try:
+        future[topic].result(timeout=timeout_s)
+    except concurrent.futures.TimeoutError:
+        raise KafkaUnavailableError(
+            f"Kafka did not create {naming.decode(topic)} within {timeout_s:g} s"
+        ) from None
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise TopicLayoutError(
+                f"Kafka refused to create {naming.decode(topic)}: {error.str()}",
+                topic=naming.decode(topic),
+            ) from exc
+        return False, PartitionCounts(admin.list_topics, timeout_s).count(topic)
+    return True, partitions

@@ -11,14 +11,13 @@ Known gaps: no ``mqadmin`` commands beyond those listed in the README.
 
 from __future__ import annotations
 
-import functools
+import logging
 import signal
+import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-from confluent_kafka import KafkaException
 
 from adapter import __version__, logs
 from adapter.clock import SYSTEM_CLOCK
@@ -31,58 +30,19 @@ from adapter.config import (
     KafkaSettings,
     default_worker_id,
 )
-from adapter.delay import DEFAULT_LEVELS, DelayLevels
-from adapter.exceptions import AdapterError
-from adapter.kafka import clients, topics
+from adapter.delay import DelayLevels
 from adapter.kafka.worker import AnyWorker
-from adapter.ops import broker as local_broker
+from adapter.ops.broker_cli import broker
+from adapter.ops.options import bootstrap as _bootstrap
+from adapter.ops.options import clear_errors as _clear_errors
+from adapter.ops.options import delay_levels as _delay_levels
+from adapter.ops.options import option, plural
+from adapter.ops.options import timeout as _timeout
 from adapter.ops.proxy_cli import proxy_command
+from adapter.ops.topics_cli import topics_group
+from adapter.ops.transactions_cli import transactions_group
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _clear_errors(command: F) -> F:
-    """Adapter and Kafka errors end the command with one line and exit code 1."""
-
-    @functools.wraps(command)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except AdapterError as exc:
-            raise click.ClickException(str(exc)) from exc
-        except KafkaException as exc:
-            raise click.ClickException(f"Kafka: {exc.args[0].str()}") from exc
-
-    return run  # type: ignore[return-value]
-
-
-def option(name: str, help: str, *, envvar: str | None = None, **kwargs: Any) -> Callable[[F], F]:
-    """A click option read from ``RMQ_ADAPTER_<NAME>`` too (``--check-max``:
-    ``RMQ_ADAPTER_CHECK_MAX``), which ``--help`` shows."""
-    envvar = envvar or "RMQ_ADAPTER_" + name.lstrip("-").upper().replace("-", "_")
-    return click.option(name, envvar=envvar, show_envvar=True, help=help, **kwargs)
-
-
-_bootstrap = option(
-    "--bootstrap",
-    required=True,
-    help="Kafka bootstrap servers (host:port[,host:port...]).",
-)
-_timeout = option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    help="Seconds to wait for Kafka before failing.",
-)
-_delay_levels = option(
-    "--delay-levels",
-    default=DEFAULT_LEVELS,
-    help="RocketMQ messageDelayLevel; must match SCHEDULE_TOPIC_XXXX's partition count.",
-)
+__all__ = ["main", "plural"]
 
 
 @click.group(context_settings={"show_default": True})
@@ -93,132 +53,24 @@ _delay_levels = option(
     default="INFO",
     help="Python log level (librdkafka's lines follow it).",
 )
-def main(log_level: str) -> None:
+@click.pass_context
+def main(ctx: click.Context, log_level: str) -> None:
     """RocketMQ transactional and delayed messages on Apache Kafka."""
     logs.configure(log_level)
+    if ctx.invoked_subcommand not in _LOGS_ON_STDOUT:
+        # A command's result is its standard output (a table, JSON, an address): logs apart.
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(sys.stderr)
 
 
-# -- broker -------------------------------------------------------------------------------
+_LOGS_ON_STDOUT = {"worker", "proxy"}
+"""Long-running processes log JSON lines on standard output, as containers expect."""
 
 
-@main.group()
-def broker() -> None:
-    """A local single-node Kafka broker (KRaft) on 127.0.0.1, for development."""
-
-
-_data_dir = option(
-    "--data-dir",
-    "Where the broker keeps its data, log and PID.",
-    envvar="RMQ_ADAPTER_BROKER_DATA_DIR",
-    type=click.Path(path_type=Path),
-    required=True,
-)
-
-
-@broker.command("start")
-@_data_dir
-@option(
-    "--port",
-    "Client port on 127.0.0.1 (the controller takes the next one).",
-    envvar="RMQ_ADAPTER_BROKER_PORT",
-    type=click.IntRange(1, 65534),
-    default=local_broker.DEFAULT_PORT,
-)
-@option(
-    "--timeout",
-    "Seconds to wait for the broker to accept connections.",
-    envvar="RMQ_ADAPTER_BROKER_TIMEOUT",
-    type=click.FloatRange(min=1),
-    default=90.0,
-)
-@_clear_errors
-def broker_start(data_dir: Path, port: int, timeout: float) -> None:
-    """Start the broker in the background; print its bootstrap address when it is ready."""
-    address = local_broker.start(
-        local_broker.BrokerConfig(data_dir, port=port, start_timeout_s=timeout)
-    )
-    click.echo(address)
-
-
-@broker.command("stop")
-@_data_dir
-def broker_stop(data_dir: Path) -> None:
-    """Stop the broker started from DATA_DIR (by its PID)."""
-    if local_broker.stop(data_dir):
-        click.echo(f"stopped the broker of {data_dir}")
-    else:
-        click.echo(f"no broker was running from {data_dir}")
-
-
-# -- topics -------------------------------------------------------------------------------
-
-
-@main.group("topics")
-def topics_group() -> None:
-    """The system topics."""
-
-
-@topics_group.command("init")
-@_bootstrap
-@option(
-    "--half-partitions",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Partitions of the HALF, END and OP topics (default: the existing count, else 8).",
-)
-@option(
-    "--replication-factor",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Replication factor of new system topics (default: 3 on three brokers or more, else 1).",
-)
-@option(
-    "--min-insync-replicas",
-    type=click.IntRange(min=1),
-    default=None,
-    help="min.insync.replicas of new system topics (default: the factor - 1, at least 1).",
-)
-@option(
-    "--allow-under-replicated",
-    is_flag=True,
-    default=False,
-    help="Accept a replication factor below 3 on a cluster of three brokers or more.",
-)
-@_delay_levels
-@_timeout
-@_clear_errors
-def topics_init(
-    bootstrap: str,
-    half_partitions: int | None,
-    replication_factor: int | None,
-    min_insync_replicas: int | None,
-    allow_under_replicated: bool,
-    delay_levels: str,
-    timeout: float,
-) -> None:
-    """Create the system topics idempotently; refuse layouts that break the rules."""
-    levels = DelayLevels.parse(delay_levels)
-    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
-    metadata = clients.reach(conf, timeout)
-    partitions = (
-        half_partitions
-        or topics.existing_half_partitions(metadata)
-        or topics.DEFAULT_HALF_PARTITIONS
-    )
-    replication = topics.replication_for(
-        len(metadata.brokers),
-        replication_factor,
-        min_insync_replicas,
-        allow_under_replicated=allow_under_replicated,
-    )
-    layout = topics.system_layout(partitions, levels, replication)
-    created = topics.init_topics(conf, layout, timeout)
-    for spec in layout:
-        state = "created" if spec.name in created else "ok"
-        shape = plural(spec.partitions, "partition")
-        if spec.name in created:
-            shape += f", replication {replication.factor}, min ISR {replication.min_insync}"
-        click.echo(f"{state:8} {spec.name} ({shape})")
+main.add_command(broker)
+main.add_command(topics_group)
+main.add_command(transactions_group)
 
 
 # -- status -------------------------------------------------------------------------------
@@ -371,43 +223,6 @@ def worker(kind: str, **options: Any) -> None:
         stop_timeout_s=options["stop_timeout"],
         burst=options["burst"],
     )
-
-
-# -- transactions -------------------------------------------------------------------------
-
-
-@main.group("transactions")
-def transactions_group() -> None:
-    """Pending and discarded transactional messages."""
-
-
-@transactions_group.command("list")
-@_bootstrap
-@option(
-    "--discarded", is_flag=True, help="List TRANS_CHECK_MAX_TIME_TOPIC instead of pending ones."
-)
-@_timeout
-@_clear_errors
-def transactions_list(bootstrap: str, discarded: bool, timeout: float) -> None:
-    """Pending half messages with their age, check count and group."""
-    from adapter.transaction import admin
-
-    settings = KafkaSettings.from_env(bootstrap)
-    rows = admin.discarded(settings, timeout) if discarded else admin.pending(settings, timeout)
-    click.echo(admin.render(rows, discarded=discarded, now_ms=SYSTEM_CLOCK.now_ms()))
-
-
-@transactions_group.command("resume")
-@_bootstrap
-@click.argument("transaction_id")
-@_timeout
-@_clear_errors
-def transactions_resume(bootstrap: str, transaction_id: str, timeout: float) -> None:
-    """Put a discarded message back into HALF with its check count reset (once)."""
-    from adapter.transaction import admin
-
-    resumed = admin.resume(KafkaSettings.from_env(bootstrap), transaction_id, timeout_s=timeout)
-    click.echo(f"resumed {transaction_id} as half message {resumed.partition}@{resumed.offset}")
 
 
 class _SparkCommands(click.Group):

@@ -13,7 +13,11 @@ Beyond RocketMQ, resume is idempotent: the new half message and a ``resumed`` ma
 ``TRANS_CHECK_MAX_TIME_TOPIC`` are written in one Kafka transaction whose transactional id is
 the transaction id's, so of two concurrent resumes of one message exactly one commits (the
 later ``init_transactions`` fences the earlier), and a resume that finds the marker refuses.
-``list --discarded`` shows the marker: what was resumed, and when.
+``list --discarded`` shows the marker (what was resumed, and when) and what became of the
+resumed half message since: the COMMIT, ROLLBACK or DISCARD its OP partition holds for it, read
+from the resume's time on, or "pending again". A record of the discard log the adapter did not
+write (a forged marker, a check count that is not a count) is left out of the list with one
+line saying which; ``resume`` refuses to go on past such a marker.
 
 Known gaps: a resumed message is a new half message (new offset, born now, so it gets a full
 transaction timeout and ``check_max`` checks); its original born time is kept in the
@@ -75,6 +79,9 @@ class Row:
     """When it was resumed (discarded rows only; ``None`` while it is not)."""
     resumed_as: str | None = None
     """The half message it was resumed as, ``partition@offset``."""
+    outcome: str | None = None
+    """What became of it once resumed: ``committed``, ``rolled back``, ``discarded again`` or
+    ``pending again`` (discarded rows only; ``None`` while it is not resumed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,26 +168,32 @@ def _discard_log(kafka: KafkaSettings, timeout_s: float, clock: Clock) -> Iterat
 
 
 def discarded(
-    kafka: KafkaSettings, timeout_s: float = 30.0, clock: Clock = SYSTEM_CLOCK
+    kafka: KafkaSettings,
+    timeout_s: float = 30.0,
+    clock: Clock = SYSTEM_CLOCK,
+    *,
+    skipped: list[str] | None = None,
 ) -> list[Row]:
-    """Every message parked in ``TRANS_CHECK_MAX_TIME_TOPIC``, with the reason, and when it
-    was resumed (the latest discard of each transaction; a message discarded again after a
-    resume shows again)."""
+    """Every message parked in ``TRANS_CHECK_MAX_TIME_TOPIC``, with the reason, when it was
+    resumed and what became of it since (the latest discard of each transaction; a message
+    discarded again after a resume shows again). A record the adapter did not write (a marker
+    whose time is not a time, a header that is not a count) is left out, with one line
+    saying which and why added to ``skipped``."""
     rows: dict[str, Row] = {}
+    skipped = [] if skipped is None else skipped
     for record in _discard_log(kafka, timeout_s, clock):
         headers = _headers(record)
         tid = (record.key() or b"").decode("utf-8", "replace")
-        if headers.get(EVENT) == RESUMED:
-            if tid in rows:
-                rows[tid] = replace(
-                    rows[tid],
-                    resumed_at_ms=int(headers.get(RESUMED_AT) or 0),
-                    resumed_as=(headers.get(RESUMED_AS) or b"").decode(),
-                )
-            continue
         try:
+            if headers.get(EVENT) == RESUMED:
+                at_ms, as_half = _resumed_marker(record, tid)
+                if tid in rows:
+                    rows[tid] = replace(rows[tid], resumed_at_ms=at_ms, resumed_as=as_half)
+                continue
             half = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
-        except AdapterError:
+            checks = _count(headers, prop.TRANSACTION_CHECK_TIMES, record, tid)
+        except AdapterError as exc:
+            skipped.append(f"skipped {exc}")
             continue
         rows.pop(half.transaction_id, None)  # keep the latest, in log order
         rows[half.transaction_id] = Row(
@@ -190,10 +203,71 @@ def discarded(
             partition=0,
             offset=record.offset() or 0,
             born_ms=half.born_timestamp,
-            check_times=int(headers.get(prop.TRANSACTION_CHECK_TIMES) or 0),
+            check_times=checks,
             reason=(headers.get("reason") or b"").decode("utf-8", "replace"),
         )
-    return list(rows.values())
+    return _with_outcomes(kafka, list(rows.values()), timeout_s, clock)
+
+
+def _count(headers: dict[str, bytes], name: str, record: KafkaRecord, tid: str) -> int:
+    raw = headers.get(name) or b"0"
+    if not raw.isdigit() or len(raw) > 9:
+        raise AdapterError(
+            f"{naming.TRANS_CHECK_MAX_TIME_TOPIC} offset {record.offset()}: the discarded "
+            f"message of {tid} has {name} {raw[:40]!r}, which is not a count; the adapter "
+            "never writes that"
+        )
+    return int(raw)
+
+
+_OUTCOMES = {"COMMIT": "committed", "ROLLBACK": "rolled back", "DISCARD": "discarded again"}
+
+
+def _resumed_at(row: Row) -> tuple[int, int] | None:
+    partition, _, offset = (row.resumed_as or "").partition("@")
+    return (int(partition), int(offset)) if partition.isdigit() and offset.isdigit() else None
+
+
+def _with_outcomes(
+    kafka: KafkaSettings, rows: list[Row], timeout_s: float, clock: Clock
+) -> list[Row]:
+    """``rows`` with the outcome of each resumed one: the COMMIT, ROLLBACK or DISCARD that OP
+    holds for the half message it was resumed as, read from the resume's time on; none yet
+    means it is pending again."""
+    since: dict[int, int] = {}
+    for row in rows:
+        at = _resumed_at(row)
+        if at is not None and row.resumed_at_ms is not None:
+            since[at[0]] = min(since.get(at[0], row.resumed_at_ms), row.resumed_at_ms)
+    if not since:
+        return rows
+    conf = kafka.librdkafka({})
+    found: dict[tuple[int, int], str] = {}
+    for record in io.read_to_end(conf, OP, _offsets_at(conf, since, timeout_s), timeout_s, clock):
+        try:
+            op = io.decode(OpRecord, record, lookup=schemas.lookup_for(kafka))
+        except AdapterError:
+            continue
+        if op.kind.value in _OUTCOMES:
+            found[(op.half_partition, op.half_offset)] = _OUTCOMES[op.kind.value]
+    return [
+        replace(row, outcome=found.get(at, "pending again"))
+        if (at := _resumed_at(row)) is not None
+        else row
+        for row in rows
+    ]
+
+
+def _offsets_at(conf: dict[str, Any], since: dict[int, int], timeout_s: float) -> dict[int, int]:
+    """The first OP offset of each partition at or after its time (its end when none is)."""
+    asker = clients.consumer({**conf, "group.id": "rmq-adapter-admin", **io.READER_SETTINGS})
+    try:
+        asked = [TopicPartition(OP, p, ms) for p, ms in since.items()]
+        answered = asker.offsets_for_times(asked, timeout=timeout_s)
+    finally:
+        asker.close()
+    ends = io.log_ends(conf, OP, list(since), timeout_s)
+    return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition] for tp in answered}
 
 
 def resume(
@@ -330,36 +404,3 @@ def _resumed_marker(record: KafkaRecord, transaction_id: str) -> tuple[int, str]
 def _when(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
-
-def _age(ms: int) -> str:
-    seconds = max(0, ms) // 1000
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
-
-
-def render(rows: list[Row], *, discarded: bool = False, now_ms: int) -> str:
-    """A plain-text table (pure: given the rows and the time)."""
-    last = "reason" if discarded else "half"
-    head = f"{'transaction id':<34}  {'group':<24}  {'topic':<24}  {'age':>5}  {'checks':>6}  "
-    if discarded:
-        head += f"{'resumed':<18}  "
-    lines = [head + last]
-    for row in rows:
-        line = (
-            f"{row.transaction_id:<34}  {row.producer_group:<24}  {row.topic:<24}  "
-            f"{_age(now_ms - row.born_ms):>5}  {row.check_times:>6}  "
-        )
-        if discarded:
-            resumed = (
-                f"{_age(now_ms - row.resumed_at_ms)} ago" if row.resumed_at_ms is not None else "-"
-            )
-            line += f"{resumed:<18}  {row.reason or ''}"
-        else:
-            line += f"{row.partition}@{row.offset}"
-        lines.append(line)
-    if not rows:
-        lines.append("  (none)")
-    return "\n".join(lines)

@@ -167,3 +167,35 @@ def test_the_schedule_worker_serves_metrics_and_stops_cleanly_on_sigterm(
         assert worker.terminate() == 0
     assert 'rmq_schedule_backlog{level="18"}' in text
     assert "rmq_schedule_lateness_seconds_bucket" in text
+
+
+def test_topics_create_makes_a_topic_with_its_queues_once_and_then_reports_it(
+    kafka_bootstrap: str,
+) -> None:
+    from adapter.kafka import clients
+    from tests.support import unique
+
+    name = unique("UxOrders")
+    first = run("topics", "create", name, "--partitions", "3", "--bootstrap", kafka_bootstrap)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == f"created  {name} (3 partitions, replication 1)"
+    metadata = clients.admin({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10)
+    assert len(metadata.topics[name].partitions) == 3
+    again = run("topics", "create", name, "--bootstrap", kafka_bootstrap)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == f"ok       {name} (exists, 3 partitions; not changed to 4)"
+
+
+def test_topics_create_refuses_a_system_topic_and_a_replication_the_cluster_cannot_hold(
+    kafka_bootstrap: str,
+) -> None:
+    system = run("topics", "create", "SCHEDULE_TOPIC_XXXX", "--bootstrap", kafka_bootstrap)
+    assert system.returncode == 1
+    assert system.stderr.strip() == (
+        "Error: Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden."
+    )
+    wide = run(
+        "topics", "create", "Wide", "--replication-factor", "3", "--bootstrap", kafka_bootstrap
+    )
+    assert wide.returncode == 1
+    assert "replication factor 3 needs 3 brokers; the cluster has 1" in wide.stderr

@@ -107,3 +107,41 @@ def test_a_forged_resumed_marker_gets_one_clear_error_line(
     [line] = output.strip().splitlines()
     assert line.startswith(f"Error: {naming.TRANS_CHECK_MAX_TIME_TOPIC} offset "), line
     assert tid in line
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(admin.EVENT, admin.RESUMED), (admin.RESUMED_AT, b"yesterday")],
+        [(admin.EVENT, admin.RESUMED), (admin.RESUMED_AT, b"1"), (admin.RESUMED_AS, b"\xff\xfe")],
+    ],
+)
+def test_listing_skips_a_forged_resumed_marker_with_one_line_and_lists_the_rest(
+    bootstrap: str, headers: list[tuple[str, bytes]]
+) -> None:
+    tid = unique("TX")
+    park(bootstrap, half(tid, b"small"))
+    write_discard_log(bootstrap, tid, b"", headers)
+    listed = CliRunner().invoke(
+        cli, ["transactions", "list", "--discarded", "--bootstrap", bootstrap]
+    )
+    assert listed.exit_code == 0, listed.output
+    [row] = [line for line in listed.stdout.splitlines() if tid in line]
+    assert " - " in row, "listed, and not as resumed"
+    skipped = [line for line in listed.stderr.splitlines() if tid in line]
+    assert len(skipped) == 1, listed.stderr
+    assert skipped[0].startswith(f"skipped {naming.TRANS_CHECK_MAX_TIME_TOPIC} offset "), skipped
+
+
+def test_listing_skips_a_discarded_message_whose_check_count_is_not_a_count(bootstrap: str) -> None:
+    tid = unique("TX")
+    message = half(tid, b"small")
+    headers = [("reason", b"checked 15 times"), (prop.TRANSACTION_CHECK_TIMES, b"many")]
+    write_discard_log(bootstrap, tid, codec.encode(message), headers)
+    listed = CliRunner().invoke(
+        cli, ["transactions", "list", "--discarded", "--bootstrap", bootstrap]
+    )
+    assert listed.exit_code == 0, listed.output
+    assert tid not in listed.stdout
+    [skipped] = [line for line in listed.stderr.splitlines() if tid in line]
+    assert "is not a count" in skipped

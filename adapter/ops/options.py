@@ -1,0 +1,66 @@
+"""The options and error handling every ``rmq-adapter`` command shares.
+
+Not a RocketMQ behaviour: the command line's conventions in one place. Every option also reads
+an ``RMQ_ADAPTER_<NAME>`` environment variable, which ``--help`` shows; an adapter or Kafka
+error ends a command with one line and exit code 1, never a traceback.
+
+Known gaps: none.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from confluent_kafka import KafkaException
+
+from adapter.delay import DEFAULT_LEVELS
+from adapter.exceptions import AdapterError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def clear_errors(command: F) -> F:
+    """Adapter and Kafka errors end the command with one line and exit code 1."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except AdapterError as exc:
+            raise click.ClickException(str(exc)) from exc
+        except KafkaException as exc:
+            raise click.ClickException(f"Kafka: {exc.args[0].str()}") from exc
+
+    return run  # type: ignore[return-value]
+
+
+def option(name: str, help: str, *, envvar: str | None = None, **kwargs: Any) -> Callable[[F], F]:
+    """A click option read from ``RMQ_ADAPTER_<NAME>`` too (``--check-max``:
+    ``RMQ_ADAPTER_CHECK_MAX``), which ``--help`` shows."""
+    envvar = envvar or "RMQ_ADAPTER_" + name.lstrip("-").upper().replace("-", "_")
+    return click.option(name, envvar=envvar, show_envvar=True, help=help, **kwargs)
+
+
+bootstrap = option(
+    "--bootstrap",
+    required=True,
+    help="Kafka bootstrap servers (host:port[,host:port...]).",
+)
+timeout = option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    help="Seconds to wait for Kafka before failing.",
+)
+delay_levels = option(
+    "--delay-levels",
+    default=DEFAULT_LEVELS,
+    help="RocketMQ messageDelayLevel; must match SCHEDULE_TOPIC_XXXX's partition count.",
+)

@@ -1,0 +1,122 @@
+"""``rmq-adapter topics init|create``: the system topics, and an application's own topics.
+
+Plays the part of RocketMQ's broker creating its system topics at start (``init``) and of
+``mqadmin updateTopic`` (``create``): an application topic with its queue count (partitions;
+RocketMQ's ``defaultTopicQueueNums`` is 4). Both are idempotent: a topic that exists is
+reported, not changed, so a script may run them on every deployment. ``create`` refuses
+RocketMQ's system topic names; ``init`` makes those.
+
+Known gaps: ``create`` never changes an existing topic (no partitions added: a keyed or orderly
+sender would see its keys move to other queues).
+"""
+
+from __future__ import annotations
+
+import click
+
+from adapter import naming
+from adapter.config import KafkaSettings
+from adapter.delay import DelayLevels
+from adapter.kafka import clients, topics
+from adapter.ops.options import bootstrap, clear_errors, delay_levels, option, plural, timeout
+
+
+@click.group("topics")
+def topics_group() -> None:
+    """The system topics, and the applications' topics."""
+
+
+_replication_factor = option(
+    "--replication-factor",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Replication factor of new topics (default: 3 on three brokers or more, else 1).",
+)
+
+
+@topics_group.command("init")
+@bootstrap
+@option(
+    "--half-partitions",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Partitions of the HALF, END and OP topics (default: the existing count, else 8).",
+)
+@_replication_factor
+@option(
+    "--min-insync-replicas",
+    type=click.IntRange(min=1),
+    default=None,
+    help="min.insync.replicas of new system topics (default: the factor - 1, at least 1).",
+)
+@option(
+    "--allow-under-replicated",
+    is_flag=True,
+    default=False,
+    help="Accept a replication factor below 3 on a cluster of three brokers or more.",
+)
+@delay_levels
+@timeout
+@clear_errors
+def topics_init(
+    bootstrap: str,
+    half_partitions: int | None,
+    replication_factor: int | None,
+    min_insync_replicas: int | None,
+    allow_under_replicated: bool,
+    delay_levels: str,
+    timeout: float,
+) -> None:
+    """Create the system topics idempotently; refuse layouts that break the rules."""
+    levels = DelayLevels.parse(delay_levels)
+    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
+    metadata = clients.reach(conf, timeout)
+    partitions = (
+        half_partitions
+        or topics.existing_half_partitions(metadata)
+        or topics.DEFAULT_HALF_PARTITIONS
+    )
+    replication = topics.replication_for(
+        len(metadata.brokers),
+        replication_factor,
+        min_insync_replicas,
+        allow_under_replicated=allow_under_replicated,
+    )
+    layout = topics.system_layout(partitions, levels, replication)
+    created = topics.init_topics(conf, layout, timeout)
+    for spec in layout:
+        state = "created" if spec.name in created else "ok"
+        shape = plural(spec.partitions, "partition")
+        if spec.name in created:
+            shape += f", replication {replication.factor}, min ISR {replication.min_insync}"
+        click.echo(f"{state:8} {spec.name} ({shape})")
+
+
+@topics_group.command("create")
+@click.argument("name")
+@bootstrap
+@option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=topics.DEFAULT_QUEUES,
+    help="Partitions (RocketMQ queues) of the topic.",
+    envvar="RMQ_ADAPTER_TOPIC_PARTITIONS",
+)
+@_replication_factor
+@timeout
+@clear_errors
+def topics_create(
+    name: str, bootstrap: str, partitions: int, replication_factor: int | None, timeout: float
+) -> None:
+    """Create the RocketMQ topic NAME unless it exists (as `mqadmin updateTopic`)."""
+    kafka_topic = naming.sendable_kafka_topic(name)
+    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
+    brokers = len(clients.reach(conf, timeout).brokers)
+    replication = topics.replication_for(brokers, replication_factor, allow_under_replicated=True)
+    created, count = topics.create_topic(conf, kafka_topic, partitions, replication, timeout)
+    if created:
+        shape = f"{plural(count, 'partition')}, replication {replication.factor}"
+        click.echo(f"created  {name} ({shape})")
+        return
+    note = "" if count == partitions else f"; not changed to {partitions}"
+    click.echo(f"ok       {name} (exists, {plural(count, 'partition')}{note})")
