@@ -27,12 +27,16 @@ Beyond RocketMQ: a message with a delay level or a delivery-time property (``TIM
 ``DELAY``, its C++ client (under the Python one) keeps it and the broker then drops the message
 (section 1.12).
 
-Known gaps: the real topic must exist (RocketMQ's client looks up its route); it is not
-created. The half message goes to any HALF partition, not to the message's queue; the committed
-message goes to any queue of its real topic. ``user_args`` of the constructor is kept but unused
-(the original hands it to the C library, not to ``checker_callback``). FLUSH_DISK_TIMEOUT and
-the other non-OK send statuses of RocketMQ do not exist on Kafka, so a send is acknowledged or
-fails.
+A real topic that does not exist is asked for by name before the half message is written, so
+that a broker which creates topics on use (RocketMQ's ``autoCreateTopicEnable``) creates it,
+as for a plain send; elsewhere the send fails, before the local transaction runs, with one
+line naming the topic and ``rmq-adapter topics create``.
+
+Known gaps: the half message goes to any HALF partition, not to the message's queue; the
+committed message goes to any queue of its real topic. ``user_args`` of the constructor is
+kept but unused (the original hands it to the C library, not to ``checker_callback``).
+FLUSH_DISK_TIMEOUT and the other non-OK send statuses of RocketMQ do not exist on Kafka, so a
+send is acknowledged or fails.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from adapter.exceptions import (
     ProducerSendSyncFailed,
     ProducerStartFailed,
 )
+from adapter.kafka.io import MissingTopic
 from adapter.message import Message, ReceivedMessage
 from adapter.msgid import new_message_id
 from adapter.producer.producer import ProducerBase
@@ -87,8 +92,9 @@ END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 # coordinator and a reader on the same 2 cores, 1 ms did (757/s against 567): fewer requests.
 _PRODUCER_SETTINGS: dict[str, Any] = {
     "linger.ms": 1,
-    # The real topic's metadata is read to see whether it exists: never create it doing so.
-    "allow.auto.create.topics": False,
+    # A missing real topic is asked for by name, so that a broker with
+    # auto.create.topics.enable creates it, as it does for a plain send.
+    "allow.auto.create.topics": True,
 }
 
 LocalExecute = Callable[[ReceivedMessage, Any], Any]
@@ -318,9 +324,22 @@ class TransactionMQProducer(ProducerBase):
         return end_transaction(sent.half, decision, half_at, 0, self._clock.now_ms())
 
     def _require_topics(self, sender: Sender, topic: str) -> None:
-        """The real topic exists (a topic created a moment ago may take until the send timeout
-        to appear), and so do HALF and END, with the same partition count."""
-        sender.topics.require(topic, wait_s=sender.timeout_s)
+        """The real topic exists, or is created as a plain send creates it (asked for by
+        name: a broker with ``auto.create.topics.enable`` creates it; a topic created a moment
+        ago may take until the send timeout to appear), and HALF and END exist with the same
+        partition count. A missing topic is one error naming the command that creates it."""
+        try:
+            sender.topics.require(topic, create=True, wait_s=sender.timeout_s)
+            missing = False
+        except MissingTopic:
+            missing = True
+        if missing:  # raised here, not in the handler: no retry machinery in its traceback
+            name = naming.decode(topic)
+            raise MissingTopic(
+                f"topic {name!r} does not exist and this Kafka cluster does not create topics "
+                f"on use: create it with `rmq-adapter topics create {name}`",
+                topic=name,
+            )
         try:
             half, end = sender.topics.require(HALF), sender.topics.require(END)
         except AdapterError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -272,18 +273,42 @@ def test_a_delayed_message_is_refused_before_anything_is_written(
     assert half_records_in_total(system_topics) == before
 
 
-def test_a_send_to_a_missing_topic_fails_without_running_the_local_transaction(
+def test_a_send_to_a_missing_topic_creates_it_where_the_broker_allows_as_a_plain_send_does(
     system_topics: str, make_transaction_producer: MakeProducer, admin, new_group
 ) -> None:
+    # The session broker creates topics on use (RocketMQ's autoCreateTopicEnable), as the
+    # local broker of the quick start does.
     producer = make_transaction_producer(new_group(), never_checked)
-    missing = unique("Missing")
+    missing = unique("UxOrders")
     local = LocalTransaction(TransactionStatus.COMMIT)
 
-    with pytest.raises(ProducerSendSyncFailed, match=missing):
+    result = producer.send_message_in_transaction(order(missing), local)
+
+    assert result.status is SendStatus.OK
+    assert [m.topic for m in local.seen] == [missing], "the local transaction ran"
+    assert missing in admin.list_topics(timeout=10).topics
+
+
+def test_a_send_to_a_missing_topic_on_a_cluster_that_does_not_create_it_fails_in_one_line(
+    clock_kafka: str, make_transaction_producer: MakeProducer, new_group
+) -> None:
+    producer = make_transaction_producer(new_group(), never_checked, bootstrap=clock_kafka)
+    missing = unique("UxOrders")
+    local = LocalTransaction(TransactionStatus.COMMIT)
+
+    with pytest.raises(ProducerSendSyncFailed) as failed:
         producer.send_message_in_transaction(order(missing), local)
 
-    assert local.seen == []
-    assert missing not in admin.list_topics(timeout=10).topics, "the lookup created the topic"
+    assert local.seen == [], "the local transaction did not run"
+    assert str(failed.value) == (
+        f"topic '{missing}' does not exist and this Kafka cluster does not create topics on "
+        f"use: create it with `rmq-adapter topics create {missing}`"
+    )
+    chain = "".join(traceback.format_exception(failed.value))
+    assert "tenacity" not in chain, "no retry-library frames or errors reach the user"
+    assert failed.value.__cause__ is not None, "one exception, with its cause"
+    assert failed.value.__cause__.__cause__ is None
+    assert failed.value.__cause__.__context__ is None
 
 
 def test_an_empty_body_is_refused(
