@@ -1,1 +1,8 @@
-"""The Kafka plumbing every part shares: clients, I/O helpers, topics, the exactly-once worker."""
+"""The Kafka plumbing every part shares.
+
+``clients`` (consumers, producers and admin clients, their logs through Python logging),
+``io`` (fetching, producing with an acknowledgement, reading back, offsets), ``topics`` (the
+system topics and their layout), ``schemas`` (the Avro schemas' registration), ``transactor``
+(a worker's transactional producer, under a watchdog), ``worker`` (the exactly-once worker:
+turns, failures, health) and ``rereads`` (records a consumer delivered again).
+"""

@@ -1,6 +1,7 @@
 """The schedule forwarder: RocketMQ's ``ScheduleMessageService`` as a Kafka worker, exactly once.
 
-Reproduces the delivery of delayed messages (reference sections 2.3 to 2.6): each level of
+Reproduces RocketMQ's ``ScheduleMessageService`` (its ``DeliverDelayedMessageTimerTask`` and
+``correctDeliverTimestamp``): each level of
 ``SCHEDULE_TOPIC_XXXX`` (partition = level - 1) is read in store order; a record is due at its
 LogAppendTime + the level's delay (with the clock-jump correction); due records are restored
 to their real topic and queue. Beyond RocketMQ:

@@ -1,6 +1,6 @@
 """The producer side of the check-back: answering the coordinator's check requests.
 
-Reproduces ``checkTransactionState`` of RocketMQ's producer (reference section 1.7): every
+Reproduces ``checkTransactionState`` of RocketMQ's producer (``ClientRemotingProcessor``): every
 producer of a group reads the group's check topic (``%CHECK%<group>``) in one Kafka consumer
 group, so any live producer of the group answers, as the broker picks any channel of the group,
 including for messages a dead producer sent. ``checker_callback(msg)`` sees the half message

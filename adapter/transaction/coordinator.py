@@ -1,6 +1,7 @@
 """The transaction coordinator: RocketMQ's end-transaction and check-back as a Kafka worker.
 
-Reproduces the broker side of transactional messages (reference sections 1.3 to 1.10): half
+Reproduces the broker side of transactional messages (``SendMessageProcessor`` storing the half
+message, ``EndTransactionProcessor``, ``TransactionalMessageCheckService``): half
 messages wait in ``RMQ_SYS_TRANS_HALF_TOPIC``; a producer's COMMIT delivers the message to its
 real topic, ROLLBACK drops it; a message with no decision is checked with its producer group
 and, after ``check_max`` checks or past the retention, parked in ``TRANS_CHECK_MAX_TIME_TOPIC``.

@@ -1,7 +1,7 @@
 """What the coordinator writes to Kafka for each decision, inside the turn's transaction.
 
 Reproduces the broker's side effects in ``EndTransactionProcessor`` and
-``TransactionalMessageCheckService`` (reference sections 1.4 to 1.9):
+``TransactionalMessageCheckService``:
 
 - COMMIT: the message restored to its real topic (``endMessageTransaction``) and an OP record
   (RocketMQ's op message with tag ``d``); only the OP record when the producer's own Kafka

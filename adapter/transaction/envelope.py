@@ -1,6 +1,7 @@
 """A transactional message in and out of ``RMQ_SYS_TRANS_HALF_TOPIC``, and the check-back.
 
-Reproduces these RocketMQ steps (reference sections 1.2 to 1.7):
+Reproduces these RocketMQ steps (``DefaultMQProducerImpl.sendMessageInTransaction``,
+``EndTransactionProcessor.endMessageTransaction``, ``checkTransactionState``):
 
 - the producer's half message (``sendMessageInTransaction``): the message with ``TRAN_MSG`` =
   ``true`` and ``PGROUP`` = the producer group, its ``UNIQ_KEY`` being the transaction id;

@@ -1,6 +1,7 @@
 """The fast path: a transactional producer commits its own decisions, many per Kafka transaction.
 
-Reproduces the producer's END_TRANSACTION (reference section 1.4): once ``local_execute``
+Reproduces the producer's END_TRANSACTION (``DefaultMQProducerImpl.endTransaction``, applied by
+the broker's ``EndTransactionProcessor``): once ``local_execute``
 returned, COMMIT makes the message visible and ROLLBACK drops it. RocketMQ's broker does it on
 request; here the producer does it itself, and the coordinator only records the decision:
 

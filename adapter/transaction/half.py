@@ -1,8 +1,8 @@
 """A half message as the coordinator's state knows it: who sent it, when, and its check clock.
 
 Reproduces what RocketMQ's broker reads from a half message to decide on it
-(``EndTransactionProcessor.checkPrepareMessage`` and ``TransactionalMessageServiceImpl``,
-reference sections 1.4 to 1.9): transaction id, producer group, born time and the
+(``EndTransactionProcessor.checkPrepareMessage`` and ``TransactionalMessageServiceImpl``):
+transaction id, producer group, born time and the
 ``CHECK_IMMUNITY_TIME_IN_SECONDS`` property; and a pending message's check count and due time.
 :func:`half_info` is the one validation of a half message: the producer runs it before
 sending one, and the coordinator when reading one, so that the two never disagree.

@@ -1,8 +1,9 @@
 """Where one half message stands, and the moves between stands the protocol allows.
 
-Reproduces what RocketMQ keeps implicitly for a half message (reference sections 1.4 to 1.9):
-prepared until an op record says it is done, checked meanwhile. Here the stand is explicit and
-every change goes through :func:`advance`, which refuses a move the protocol does not allow.
+Reproduces what RocketMQ's ``TransactionalMessageServiceImpl`` keeps implicitly for a half
+message: prepared until an op record says it is done, checked meanwhile. Here the stand is
+explicit and every change goes through :func:`advance`, which refuses a move the protocol does
+not allow.
 
 Known gaps: none; pure.
 """

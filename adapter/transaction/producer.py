@@ -1,7 +1,8 @@
 """``TransactionMQProducer``: RocketMQ's transactional send and check-back answers on Kafka.
 
 Reproduces ``rocketmq.client.TransactionMQProducer`` of rocketmq-client-python 2.0 and the
-client half of RocketMQ's transactional messages (reference sections 1.2, 1.7 and 6.1):
+client half of RocketMQ's transactional messages (``DefaultMQProducerImpl``'s
+``sendMessageInTransaction`` and ``checkTransactionState``):
 
 - ``send_message_in_transaction(msg, local_execute, user_args)`` writes the half message
   (``HalfMessage``, ``UNIQ_KEY`` = transaction id, ``TRAN_MSG``, ``PGROUP``) to

@@ -1,7 +1,7 @@
 """The transaction coordinator's state for one HALF partition: a pure state machine.
 
 Reproduces RocketMQ's ``EndTransactionProcessor`` and ``TransactionalMessageServiceImpl.check``
-(reference sections 1.4 to 1.9) as decisions, without Kafka and without a clock (every input
+as decisions, without Kafka and without a clock (every input
 carries ``now_ms``):
 
 - an END decision is validated as ``checkPrepareMessage`` does (producer group, half offset,
