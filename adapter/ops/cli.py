@@ -12,7 +12,6 @@ Known gaps: no ``mqadmin`` commands beyond those listed in the README.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -92,11 +91,6 @@ def status_command(bootstrap: str, delay_levels: str, timeout: float) -> None:
 
 
 # -- workers ------------------------------------------------------------------------------
-
-
-def _on_termination(stop: Callable[[], None]) -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop())
 
 
 def _forwarder(options: dict[str, Any], registry: Any) -> AnyWorker:
@@ -219,7 +213,7 @@ def worker(kind: str, **options: Any) -> None:
         [make(options, registry) for make in WORKERS[kind]],
         registry=registry,
         endpoint=None if port is None else workers.Endpoint(options["metrics_host"], port),
-        install_signals=_on_termination,
+        install_signals=workers.stop_on_termination,
         stop_timeout_s=options["stop_timeout"],
         burst=options["burst"],
     )

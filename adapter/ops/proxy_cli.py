@@ -78,7 +78,6 @@ def proxy_command(**options: Any) -> None:
     from prometheus_client import CollectorRegistry
 
     from adapter.ops import workers
-    from adapter.ops.cli import _on_termination
 
     try:
         from adapter.proxy.config import ProxyConfig, parse_address, parse_topic_types
@@ -106,7 +105,7 @@ def proxy_command(**options: Any) -> None:
             [cast(AnyWorker, ProxyServer(config, registry))],
             registry=registry,
             endpoint=None if port is None else workers.Endpoint(options["metrics_host"], port),
-            install_signals=_on_termination,
+            install_signals=workers.stop_on_termination,
             stop_timeout_s=options["stop_timeout"],
         )
     except AdapterError as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -127,6 +128,12 @@ def serve_probes(
     threading.Thread(target=server.serve_forever, name="probes", daemon=True).start()
     log.info("metrics and probes on http://%s:%d/", endpoint.host, server.server_port)
     return server
+
+
+def stop_on_termination(stop: Callable[[], None]) -> None:
+    """SIGTERM and SIGINT call ``stop`` (installed by the command line, never by a library)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop())
 
 
 def run_in_foreground(

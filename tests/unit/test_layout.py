@@ -114,3 +114,59 @@ def test_no_module_grows_past_about_four_hundred_lines() -> None:
         if (n := len(p.read_text().splitlines())) > 450
     }
     assert not long, long
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module's imports of other modules of the package (under TYPE_CHECKING too: a cycle
+    hidden there is still two modules that cannot be read one without the other). ``from
+    package import module`` is an edge to the module; a module's own packages, which Python
+    imports before it anyway, are not edges."""
+    graph: dict[str, set[str]] = {}
+    for module, tree in MODULES.items():
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    child = f"{node.module}.{alias.name}"
+                    targets.add(child if child in MODULES else node.module)
+        own_packages = {module.rsplit(".", n)[0] for n in range(1, module.count(".") + 1)}
+        graph[module] = {
+            t for t in targets if t in MODULES and t != module and t not in own_packages
+        }
+    return graph
+
+
+def test_no_two_modules_import_each_other_even_through_others() -> None:
+    graph = import_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for nxt in sorted(graph[module]):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+PACKAGES_MAPPED = ["adapter.kafka", "adapter.schedule", "adapter.transaction"]
+
+
+@pytest.mark.parametrize("package", PACKAGES_MAPPED)
+def test_a_package_docstring_names_every_module_of_the_package(package: str) -> None:
+    doc = ast.get_docstring(MODULES[package]) or ""
+    modules = [m.rsplit(".", 1)[1] for m in MODULES if m.rsplit(".", 1)[0] == package]
+    missing = [m for m in modules if f"``{m}``" not in doc]
+    assert not missing, f"{package}'s docstring does not name {missing}"
