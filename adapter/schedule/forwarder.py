@@ -403,6 +403,11 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
 
     # -- observability ----------------------------------------------------------------------
 
+    @property
+    def heads(self) -> HeadOfLine[Parked]:
+        """The records held per level, waiting for their due time (read-only use)."""
+        return self._heads
+
     def update_backlog(self) -> dict[int, int]:
         """Refresh the backlog gauge from the consumer's positions and cached end offsets."""
         if self._consumer is None:

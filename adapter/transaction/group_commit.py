@@ -111,7 +111,8 @@ class GroupCommitter:
         self._fallback = fallback
         self._clock = clock
         """Protocol time (birth, deadlines); the linger is measured on the system's clock."""
-        self._linger_s = linger_ms / 1000
+        self.linger_s = linger_ms / 1000
+        """How long a group's first decision waits for others before the group commits."""
         self._max_group = max_group
         self.timeout_s = timeout_s
         self._stopping = stopping = threading.Event()
@@ -157,6 +158,11 @@ class GroupCommitter:
         self._stopping.set()
         for lane in self._lanes:
             lane.tx.close()
+
+    @property
+    def ready(self) -> bool:
+        """Whether decisions can take the fast path now (its first producer is initialised)."""
+        return self._lanes[0].ready
 
     def flush(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` until every decision handed over is committed or handed
@@ -221,13 +227,13 @@ class GroupCommitter:
         if not lane.group:
             return False
         age = SYSTEM_CLOCK.monotonic() - lane.opened_s
-        return self._closing or len(lane.group) >= self._max_group or age >= self._linger_s
+        return self._closing or len(lane.group) >= self._max_group or age >= self.linger_s
 
     def _wait_s(self, lane: _Lane) -> float:
         if not lane.group:
             return IDLE_WAIT_S if all(lane.ready for lane in self._lanes) else 0.1
         age = SYSTEM_CLOCK.monotonic() - lane.opened_s
-        return max(0.001, min(IDLE_WAIT_S, self._linger_s - age))
+        return max(0.001, min(IDLE_WAIT_S, self.linger_s - age))
 
     def _prepare(self, lane: _Lane) -> None:
         """A lane without a usable producer gets a new one (its first, or after a failure);

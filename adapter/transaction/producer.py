@@ -207,6 +207,12 @@ class TransactionMQProducer(ProducerBase):
         pending = committer.flush(timeout_s) if committer is not None else 0
         return pending + super().flush(max(0.0, deadline - SYSTEM_CLOCK.monotonic()))
 
+    @property
+    def fast_path(self) -> GroupCommitter | None:
+        """The group committer of the fast path, while started with it (its counters say how
+        many decisions it committed, and how many went to the coordinator)."""
+        return self._committer
+
     # -- transactional send -------------------------------------------------------------------
 
     def send_message_in_transaction(

@@ -91,7 +91,7 @@ def test_a_fast_path_group_cut_off_by_a_frozen_broker_is_delivered_once_by_the_c
     producer = make_transaction_producer(
         new_group("PG"), lambda _m: TransactionStatus.COMMIT, bootstrap=own_kafka.bootstrap
     )
-    committer = producer._committer
+    committer = producer.fast_path
     assert committer is not None
     warm_up = Message(topic)
     warm_up.set_body(b"warm-up")

@@ -293,7 +293,7 @@ def test_a_batch_prepared_ahead_of_its_due_time_writes_nothing_until_the_clock_g
     forwarder = on_a_manual_clock(clock_kafka, clock, prepare_ahead_ms=20)
     try:
         assert forwarder.drain() == 0
-        due = forwarder._heads.next_wakeup_ms()
+        due = forwarder.heads.next_wakeup_ms()
         assert due is not None
         clock.advance(due - 10 - clock.now_ms())
         assert forwarder.run_once() == 0, "prepared 10 ms ahead, then the clock did not move"
@@ -404,7 +404,7 @@ def test_a_verdict_to_park_a_record_does_not_outlive_its_level_leaving_the_forwa
     forwarder = on_a_manual_clock(clock_kafka, clock)
     try:
         forwarder.drain()
-        head = forwarder._heads.head(0)
+        head = forwarder.heads.head(0)
         assert head is not None
         # A refusal no retry cures (the topic's size limit, since raised by an operator) ...
         forwarder.refusals.doom(0, head.offset, "refused: Broker: Message size too large")

@@ -125,7 +125,7 @@ def test_on_an_injected_clock_a_timer_three_days_ahead_hops_until_the_third_day(
         deadline = time.monotonic() + 120
         while clock.now_ms() < deliver_at - 1:
             assert time.monotonic() < deadline, "the timer hopped to its deliver time in time"
-            wakeup = forwarder._heads.next_wakeup_ms()
+            wakeup = forwarder.heads.next_wakeup_ms()
             if wakeup is not None and wakeup > clock.now_ms():
                 clock.advance(min(wakeup, deliver_at - 1) - clock.now_ms())
             forwarder.run_once()

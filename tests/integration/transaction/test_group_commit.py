@@ -46,8 +46,8 @@ def commit(_msg: object, _args: object = None) -> TransactionStatus:
 def fast_producer(make_transaction_producer, new_group):  # type: ignore[no-untyped-def]
     """A transactional producer of a new group, and its group committer."""
     producer = make_transaction_producer(new_group("PG"), commit)
-    assert producer._committer is not None
-    return producer, producer._committer
+    assert producer.fast_path is not None
+    return producer, producer.fast_path
 
 
 def header(record, name: str) -> bytes | None:  # type: ignore[no-untyped-def]
@@ -60,7 +60,7 @@ def test_a_commit_is_visible_without_the_coordinator_and_recorded_by_it_once(
     topic = new_topic(partitions=2)
     group = new_group("PG")
     producer = make_transaction_producer(group, commit)
-    committer = producer._committer
+    committer = producer.fast_path
     assert committer is not None
     # A first transaction warms up Kafka's transaction coordinator (slow on a new broker).
     producer.send_message_in_transaction(order(topic, "warm-up"), commit)
@@ -121,10 +121,10 @@ def test_a_group_that_turns_late_before_it_commits_is_aborted_and_delivered_once
     producer.set_name_server_address(system_topics)
     producer.start()
     try:
-        committer = producer._committer
+        committer = producer.fast_path
         assert committer is not None
-        wait_until(lambda: committer._lanes[0].ready, timeout=30, what="the fast path ready")
-        committer._linger_s = 1.0  # the group stays open while the clock moves on
+        wait_until(lambda: committer.ready, timeout=30, what="the fast path ready")
+        committer.linger_s = 1.0  # the group stays open while the clock moves on
 
         def near_the_windows_end(_msg: object, _args: object) -> TransactionStatus:
             clock.advance(FAST_COMMIT_WINDOW_MS - MIN_TIME_LEFT_MS - 50)
