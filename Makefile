@@ -69,9 +69,12 @@ $(STAMP): pyproject.toml | system-deps
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $@
 
-# The package as users install it (tests/integration/ops/test_wheel.py installs one too).
+# The package as users install it (tests/integration/ops/test_wheel.py installs one too). A
+# stale build/lib would carry modules deleted since into the wheel: it is built afresh.
 wheel: install
+	rm -rf build/lib build/bdist.*
 	$(PY) -m pip wheel --quiet --no-deps -w dist .
+	@ls dist/rmq_kafka_adapter-*.whl
 
 jars: $(JARS_STAMP) spark-jars
 

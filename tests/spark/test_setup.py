@@ -116,3 +116,25 @@ def test_only_adapter_spark_imports_pyspark_or_delta() -> None:
             if any(n.split(".")[0] in ("pyspark", "delta") for n in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def test_outside_a_checkout_the_jars_are_fetched_into_the_user_cache_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from adapter import jars as pinned
+    from tests import maven
+
+    lock = jars.jar_lock()
+    monkeypatch.setattr(jars, "_CHECKOUT_JARS", tmp_path / "site-packages" / "infra")
+    monkeypatch.delenv(jars.ENV_JARS, raising=False)
+    monkeypatch.setenv(pinned.ENV_CACHE, str(tmp_path / "cache"))
+    with maven.mirror(lock, ROOT / "infra" / ".jars" / "spark", tmp_path / "maven") as url:
+        monkeypatch.setenv(pinned.ENV_REPOSITORY, url)
+        found = jars.locate()
+    assert found.directory == tmp_path / "cache" / lock.name
+    assert sorted(p.name for p in found.paths) == sorted(a.file_name for a in lock.artifacts)
+    shown = capsys.readouterr().err
+    assert f"fetching the Spark jobs' jars ({lock.name}) (14 jars, 22.9 MB)" in shown
+    assert "(100 %)" in shown
+    assert jars.locate().directory == found.directory, "the second time, from the cache"
+    assert capsys.readouterr().err == ""

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import io
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from adapter import jars
+from tests import maven
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,16 +26,8 @@ def repository(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """A directory in Maven's layout served over HTTP on 127.0.0.1; (its root, its URL)."""
     root = tmp_path / "repo"
     root.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *_: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield root, f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with maven.serve(root) as url:
+        yield root, url
 
 
 def publish(root: Path, artifact: jars.Artifact, body: bytes) -> None:
