@@ -8,7 +8,7 @@ import threading
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from adapter.kafka.transactor import Stuck, Transactor
+from adapter.kafka.transactor import Stuck, Transactor, within
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -55,3 +55,25 @@ def test_a_producer_dropped_between_transactions_leaves_nothing_in_doubt() -> No
     tx = transactor()
     tx.drop()
     assert not tx.in_doubt
+
+
+# -- the watchdog on blocking calls ----------------------------------------------------
+
+
+def test_a_call_that_returns_in_time_gives_its_value() -> None:
+    assert within(1.0, "add", lambda: 1 + 1) == 2
+
+
+def test_a_call_that_raises_raises_in_the_caller() -> None:
+    def fail() -> None:
+        raise ValueError("inner")
+
+    with pytest.raises(ValueError, match="inner"):
+        within(1.0, "fail", fail)
+
+
+def test_a_call_that_overstays_its_deadline_is_abandoned_as_stuck() -> None:
+    forever = threading.Event()
+    with pytest.raises(Stuck, match="send_offsets_to_transaction did not return within 0.2 s"):
+        within(0.2, "send_offsets_to_transaction", lambda: forever.wait(30))
+    forever.set()

@@ -1,38 +1,17 @@
-"""The exactly-once worker's parts that need no Kafka: the watchdog on blocking calls, and how a
-run of failed turns is logged (once per change, then a summary, then the recovery)."""
+"""The exactly-once worker's parts that need no Kafka: how a run of failed turns is logged
+(once per change, then a summary, then the recovery), and when the worker is ready."""
 
 from __future__ import annotations
 
 import logging
-import threading
 
 import pytest
 
 from adapter.clock import ManualClock
 from adapter.config import KafkaSettings, WorkerConfig
-from adapter.kafka.transactor import Stuck, within
 from adapter.kafka.worker import READY_TURN_S, ExactlyOnceWorker, FailureLog
 
 pytestmark = pytest.mark.timeout(30)
-
-
-def test_a_call_that_returns_in_time_gives_its_value() -> None:
-    assert within(1.0, "add", lambda: 1 + 1) == 2
-
-
-def test_a_call_that_raises_raises_in_the_caller() -> None:
-    def fail() -> None:
-        raise ValueError("inner")
-
-    with pytest.raises(ValueError, match="inner"):
-        within(1.0, "fail", fail)
-
-
-def test_a_call_that_overstays_its_deadline_is_abandoned_as_stuck() -> None:
-    forever = threading.Event()
-    with pytest.raises(Stuck, match="send_offsets_to_transaction did not return within 0.2 s"):
-        within(0.2, "send_offsets_to_transaction", lambda: forever.wait(30))
-    forever.set()
 
 
 def test_failed_turns_are_logged_once_per_change_then_summed_up_then_the_recovery(
