@@ -264,4 +264,5 @@ def test_a_member_acking_its_last_record_may_not_poll_until_kafka_answered() -> 
     assert book.holds("member-0")
     book.settled(releasing)
     assert not book.holds("member-0")
-    assert book.due() == [] and book.next_due() is None
+    assert book.due() == []
+    assert book.next_due() is None
