@@ -164,14 +164,32 @@ class InvisibilityBook(Generic[T]):
         self, member: Hashable, records: Iterable[tuple[str, T]], locked_since: float
     ) -> list[Lease[T]]:
         """Records a poll of ``member`` returned, locked no earlier than ``locked_since``
-        (monotonic); ``records`` pairs a stable name of each record with the record."""
+        (monotonic); ``records`` pairs a stable name of each record with the record.
+
+        A record the book holds already (a partition whose leader moved lost its acquisition
+        locks, and Kafka handed it out again) keeps its lease, handle and deadline, now with
+        this fetch; the earlier fetch is returned, settling, for its member to release (the
+        member holds it until :meth:`settled`)."""
         until = locked_since + self._lock_s - MARGIN_S
-        added = []
+        held = {lease.name: lease for lease in self._leases.values() if not lease.settling}
+        earlier = []
         for name, record in records:
-            lease = Lease(f"{name}#{next(self._serial)}", member, record, until, name)
-            self._leases[lease.handle] = lease
-            added.append(lease)
-        return added
+            lease = held.get(name)
+            if lease is None:
+                lease = Lease(f"{name}#{next(self._serial)}", member, record, until, name)
+                self._leases[lease.handle] = lease
+                continue
+            old = Lease(f"{lease.handle}~{next(self._serial)}", lease.member, lease.record,
+                        lease.lock_until, name, lease.deadline, settling=True)  # fmt: skip
+            self._leases[old.handle] = old
+            earlier.append(old)
+            lease.record, lease.member, lease.lock_until = record, member, until
+            self._unseen[name] = self._unseen.get(name, 0) + 1
+        return earlier
+
+    def holding(self, name: str) -> bool:
+        """Whether the record named ``name`` is in the book (fetched or handed out)."""
+        return any(lease.name == name and not lease.settling for lease in self._leases.values())
 
     def hand_out(self, max_count: int, invisible_s: float) -> list[Lease[T]]:
         """Up to ``max_count`` waiting records that can stay invisible for ``invisible_s``

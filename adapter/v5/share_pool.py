@@ -5,18 +5,20 @@ out up to a count of messages, each invisible for its own duration
 (:mod:`adapter.v5.invisibility` keeps the deadlines under Kafka's lock); ``ack`` ACCEPTs the
 record and commits at once; a reaper thread RELEASEs each record whose invisible duration
 ended, at that moment (Kafka then hands it out again with its delivery count + 1); a record
-delivered past the group's max attempts is copied to ``%DLQ%<group>`` with the 2.0 consumer's
-send-back (:class:`~adapter.consumer.send_back.SendBack`) and then ACCEPTed; a record whose
-tag the subscription does not take is ACCEPTed unseen.
+delivered past the group's max attempts is moved to ``%DLQ%<group>``
+(:mod:`adapter.v5.dead_letters`); a record whose tag the subscription does not take is
+ACCEPTed unseen.
 
 librdkafka refuses a poll while a record of the previous poll is unacknowledged, so each
-member (:class:`~adapter.v5.share_group.Member`) polls only when it holds nothing, and the
-pool opens another member (up to ``max_consumers``) while the others hold records.
+member (:class:`~adapter.v5.share_group.Member`) polls only when it holds nothing (nor has an
+ack or release of one in flight), and the pool opens another member (up to
+``max_consumers``) while the others hold records. A record Kafka hands out again while the
+application holds it (its partition's leader moved, which loses the acquisition locks) keeps
+its handle and deadline: the pool acks or releases it through the new fetch.
 
 Known gaps: a member that joins the group gets its first records a few seconds after it
-subscribes (the share group's assignment); a dead letter Kafka refuses is tried again every
-half second until its lock ends (logged as an error each time); Kafka then hands it out once
-more, and archives it past the group's delivery count limit if it is refused until then.
+subscribes (the share group's assignment). Another process of the group that gets a record
+again after a leader move may show it before its invisible duration ends.
 """
 
 from __future__ import annotations
@@ -24,20 +26,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, KafkaException
-from confluent_kafka import Message as KafkaRecord
+from confluent_kafka import KafkaError, KafkaException
 
-from adapter import naming
 from adapter import properties as prop
 from adapter.clock import Clock
 from adapter.config import KafkaSettings
 from adapter.consumer.send_back import SendBack
-from adapter.exceptions import AdapterError
-from adapter.message import ReceivedMessage
 from adapter.tags import TagFilter
+from adapter.v5.dead_letters import DeadLetter, DeadLetters
 from adapter.v5.exception import (
     BadRequestException,
     ClientException,
@@ -46,11 +44,12 @@ from adapter.v5.exception import (
     NotFoundException,
     translate,
 )
+from adapter.v5.fetched import Fetched, received
 from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, MARGIN_S, InvisibilityBook, Lease
 from adapter.v5.message import Message
 from adapter.v5.share_group import ACCEPT, RELEASE, Member, Verdict, judge_delivery
 
-__all__ = ["Fetched", "SharePool"]
+__all__ = ["SharePool"]
 
 log = logging.getLogger("adapter.v5")
 
@@ -61,45 +60,6 @@ _LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
 
 Filters = Callable[[], Mapping[str, TagFilter]]
 """The current subscriptions: Kafka topic name -> tag filter."""
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """A record a member holds, with the 2.0 view of it and its attempt."""
-
-    record: KafkaRecord
-    received: ReceivedMessage
-    attempt: int
-    """Kafka's delivery count less the fetches this consumer released unseen."""
-    kafka_count: int = 1
-    last: bool = False
-    """The last delivery Kafka's limit leaves: it ends in the dead-letter topic, unless acked."""
-
-
-@dataclass(frozen=True, slots=True)
-class _DeadLetter:
-    name: str
-    fetched: Fetched
-    lock_until: float
-    reason: str
-
-
-def received(record: KafkaRecord, attempt: int) -> ReceivedMessage:
-    """The 2.0 view of a share group's record (headers -> properties), as the 2.0 consumer
-    builds it; earlier deliveries count as reconsume times."""
-    ts_type, ts = record.timestamp()
-    kafka_topic = str(record.topic())
-    return ReceivedMessage(
-        topic=naming.decode(kafka_topic),
-        kafka_topic=kafka_topic,
-        body=record.value(),
-        queue_id=int(record.partition() or 0),
-        queue_offset=int(record.offset() or 0),
-        timestamp=ts,
-        append_time=ts_type == TIMESTAMP_LOG_APPEND_TIME,
-        headers=record.headers(),  # type: ignore[arg-type]
-        earlier_deliveries=attempt - 1,
-    )
 
 
 class SharePool:
@@ -133,8 +93,10 @@ class SharePool:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._members: dict[int, Member] = {}
-        self._dead: dict[Any, list[_DeadLetter]] = {}
-        """Records to move to the dead-letter topic, by member."""
+        self._dead = DeadLetters(
+            group=group, send_back=send_back, max_attempts=max_attempts, limit=delivery_limit,
+            clock=clock, timeout_s=timeout_s, lock=self._lock,
+        )  # fmt: skip
         self._stopping = threading.Event()
         self._closing = threading.Event()
         self._reaper = threading.Thread(target=self._reap, name=f"reap-{group}", daemon=True)
@@ -230,7 +192,7 @@ class SharePool:
         """A member that holds nothing and is not polling (a new one if the pool allows)."""
         with self._lock:
             for member in self._members.values():
-                busy = member.polling or self._dead.get(member.index)
+                busy = member.polling or self._dead.holds(member.index)
                 if not busy and not self.book.holds(member.index):
                     member.polling = True
                     return member
@@ -253,6 +215,7 @@ class SharePool:
         names = [f"{r.topic()}:{r.partition()}:{r.offset()}" for r in records]
         with self._lock:
             unseen = [self.book.unseen(name) for name in names]
+            holding = {name for name in names if self.book.holding(name)}
         keep: list[tuple[str, Fetched]] = []
         settle, dead, settled = [], [], []
         for record, name, released in zip(records, names, unseen, strict=True):
@@ -263,13 +226,18 @@ class SharePool:
             )  # fmt: skip
             fetched = Fetched(record, received(record, attempt), attempt, count)
             tag_filter = filters.get(str(record.topic()))
-            if tag_filter is None:  # unsubscribed meanwhile: for the group's other consumers
+            if name in holding:  # handed out again while held: not a delivery (see the book)
+                attempt = max(1, attempt - 1)
+                again = Fetched(record, received(record, attempt), attempt, count,
+                                verdict is not Verdict.DELIVER)  # fmt: skip
+                keep.append((name, again))
+            elif tag_filter is None:  # unsubscribed meanwhile: for the group's other consumers
                 settle.append((record, RELEASE))
             elif verdict is Verdict.DEAD:
                 # Dead-lettered as its last failed delivery, as the 2.0 send-back does.
                 fetched = Fetched(record, received(record, attempt - 1), attempt, count)
-                why = self._why(fetched, seen=False)
-                dead.append(_DeadLetter(name, fetched, lock_until, why))
+                why = self._dead.why(fetched, seen=False)
+                dead.append(DeadLetter(name, fetched, lock_until, why))
             elif not tag_filter.matches(fetched.received.properties.get(prop.TAGS)):
                 settle.append((record, ACCEPT))  # filtered out: consumed, as RocketMQ skips it
                 settled.append(name)
@@ -277,59 +245,25 @@ class SharePool:
                 last = verdict is Verdict.LAST
                 keep.append((name, Fetched(record, fetched.received, attempt, count, last)))
         with self._lock:
-            self.book.fetched(member.index, keep, locked_since)
+            earlier = self.book.fetched(member.index, keep, locked_since)
             for name in settled:
                 self.book.forget(name)
-            if dead:
-                self._dead[member.index] = dead
+            self._dead.add(member.index, dead)
+        for old in earlier:
+            log.warning(
+                "group %s: Kafka handed out %s again while it is held (its partition's leader "
+                "moved?); it stays invisible until its deadline", self._group, old.name,
+            )  # fmt: skip
+            try:
+                holder = self._members[int(old.member)]  # type: ignore[call-overload]
+                holder.settle([(old.record.record, RELEASE)], self._timeout_s)
+            finally:
+                with self._lock:
+                    self.book.settled(old)
         if dead:
-            self._dead_letters(member)
+            self._dead.move(member, self.book.forget)
         if settle:
             member.settle(settle, self._timeout_s)
-
-    def _why(self, fetched: Fetched, *, seen: bool) -> str:
-        """Why ``fetched`` goes to the dead-letter topic (``seen``: this delivery included)."""
-        shown = fetched.attempt if seen else fetched.attempt - 1
-        if shown >= self._max_attempts:
-            return f"delivered {shown} times without an ack (max attempts {self._max_attempts})"
-        return (
-            f"delivered {shown} times without an ack; Kafka fetched it {fetched.kafka_count} "
-            f"times, and the group's delivery count limit ({self._limit}) leaves no more"
-        )
-
-    def _dead_letters(self, member: Member) -> None:
-        """Copy the member's over-the-limit records to ``%DLQ%<group>``, then accept them; one
-        Kafka refuses stays held (the member polls no more) and is tried again by the reaper,
-        until its lock ends: Kafka then hands it out again (the spare delivery). The caller
-        has marked the member as polling, so no one else works on it."""
-        with self._lock:
-            dead = list(self._dead.get(member.index, []))
-        done = []
-        for letter in dead:
-            fetched = letter.fetched
-            try:
-                self._send_back.dead_letter(fetched.received, letter.reason)
-            except (AdapterError, KafkaException, IllegalStateException) as exc:
-                if self._clock.monotonic() < letter.lock_until:
-                    log.error(
-                        "group %s: could not move %s to the dead-letter topic (%s); trying "
-                        "again", self._group, fetched.received.id, exc,
-                    )  # fmt: skip
-                    continue
-                log.error(
-                    "group %s: could not move %s to the dead-letter topic before Kafka's lock "
-                    "on it ended (%s); Kafka delivers it again, or archives it past the "
-                    "group's delivery count limit", self._group, fetched.received.id, exc,
-                )  # fmt: skip
-            else:
-                member.settle([(fetched.record, ACCEPT)], self._timeout_s)
-            done.append(letter)
-        with self._lock:
-            left = [d for d in self._dead.pop(member.index, []) if d not in done]
-            if left:
-                self._dead[member.index] = left
-            for letter in done:
-                self.book.forget(letter.name)
 
     def _reap(self) -> None:
         """Release every record whose invisible duration ended (and waiting ones whose lock
@@ -355,17 +289,14 @@ class SharePool:
                             fetched.attempt,
                             fetched.kafka_count,
                         )
-                    why = self._why(fetched, seen=lease.handed_out)
-                    letter = _DeadLetter(lease.name, fetched, lease.lock_until, why)
-                    self._dead.setdefault(lease.member, []).append(letter)
+                    why = self._dead.why(fetched, seen=lease.handed_out)
+                    letter = DeadLetter(lease.name, fetched, lease.lock_until, why)
+                    self._dead.add(lease.member, [letter])
                     self.book.settled(lease)  # held as a dead letter now
                 else:
                     due.append(lease)
             nearest = self.book.next_due()
-            dead = [
-                self._members[i] for i, left in self._dead.items() if left and not
-                self._members[i].polling
-            ]  # fmt: skip
+            dead = [self._members[i] for i in self._dead.members() if not self._members[i].polling]
             for member in dead:
                 member.polling = True
         by_member: dict[Any, list[Any]] = {}
@@ -393,7 +324,7 @@ class SharePool:
                             self.book.settled(lease)
         for member in dead:
             try:
-                self._dead_letters(member)
+                self._dead.move(member, self.book.forget)
             finally:
                 with self._lock:
                     member.polling = False

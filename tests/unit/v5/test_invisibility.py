@@ -266,3 +266,29 @@ def test_a_member_acking_its_last_record_may_not_poll_until_kafka_answered() -> 
     assert not book.holds("member-0")
     assert book.due() == []
     assert book.next_due() is None
+
+
+def test_a_record_kafka_hands_out_again_while_it_is_held_keeps_its_handle_and_deadline() -> None:
+    """A partition whose leader moves loses its acquisition locks, so Kafka hands a record the
+    application still holds to the pool again (seen on three brokers: 1 s before its
+    invisible duration ended). It stays invisible until its deadline, under the new fetch's
+    lock, and the old fetch is released by the member that made it."""
+    clock = ManualClock()
+    book = book_with("t:0:5", clock=clock)
+    [lease] = book.hand_out(1, 10)
+    clock.advance(2_000)
+
+    [old] = book.fetched("member-1", [("t:0:5", "again")], clock.monotonic())
+
+    assert (old.member, old.record, old.settling) == ("member-0", "t:0:5", True)
+    assert book.hand_out(1, 1) == [], "not handed out a second time"
+    assert book.holds("member-0"), "until its old fetch is released"
+    book.settled(old)
+    assert not book.holds("member-0")
+    held = book.get(lease.handle)
+    assert (held.record, held.member, held.deadline) == ("again", "member-1", lease.deadline)
+    assert book.unseen("t:0:5") == 1, "the second fetch is not an attempt"
+    clock.advance(7_000)
+    assert book.due() == []
+    clock.advance(1_000)
+    assert [gone.handle for gone in book.due()] == [lease.handle]
