@@ -29,7 +29,9 @@ from tests.workers import ProcessWorker, start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
-OUTAGE_S = float(os.environ.get("RMQ_TEST_OUTAGE_S", "20"))  # 40 for the README figure
+OUTAGE_S = float(os.environ.get("RMQ_TEST_OUTAGE_S", "60"))
+"""Long enough that the coordinator drops its partitions (30 s of failed turns) and its
+consumer's session ends: its gauges must stay true all the same."""
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -157,19 +159,35 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
         lines_before = len(worker.lines)
         own_kafka.down()
         went_down = time.monotonic()
-        ages, pending, ready = [], [], []
+        ages, pending, ready, stale = [], [], [], []
         while time.monotonic() - went_down < OUTAGE_S:
             pending.append(gauge(port, "rmq_transactions_pending"))
             ages.append(gauge(port, "rmq_transactions_oldest_pending_age_seconds"))
+            stale.append(gauge(port, "rmq_transactions_gauges_stale"))
             ready.append(get(port, "/readyz")[0])
-            time.sleep(2)
+            time.sleep(1)
         own_kafka.up()
         came_back = time.monotonic()
         outage_lines = worker.lines[lines_before:]
+        # Once ready again, the gauges are current: never 200 while they still are stale.
+        after: list[tuple[int, float, float]] = []
+
+        def ready_again() -> bool:
+            after.append(
+                (
+                    get(port, "/readyz")[0],
+                    gauge(port, "rmq_transactions_gauges_stale"),
+                    gauge(port, "rmq_transactions_pending"),
+                )
+            )
+            return after[-1][0] == 200
+
+        wait_until(ready_again, timeout=120, interval=0.5, what="ready after the outage")
         print(
             f"\n[outage] broker down {came_back - went_down:.1f} s; {len(outage_lines)} log lines"
         )
         print(f"[outage] pending gauge {pending}; oldest age {ages}; /readyz {ready}")
+        print(f"[outage] stale {stale}; after the return (/readyz, stale, pending) {after}")
         for line in outage_lines:
             print("[outage log]", line.strip()[:300])
 
@@ -177,6 +195,9 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
         assert ages == sorted(ages), "their age keeps growing"
         assert ages[-1] > ages[0]
         assert 503 in ready, "not ready while Kafka is away"
+        assert 1.0 in stale, "the gauges said they were the last known ones"
+        assert all(code != 200 or flag == 0.0 for code, flag, _ in after), "ready means current"
+        assert after[-1][2] >= 5, "the held transactions still pending, counted for real"
         assert len(outage_lines) <= 8, "".join(outage_lines)
 
         settle.set()
