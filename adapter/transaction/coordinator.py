@@ -22,10 +22,8 @@ topics to the same member; OP p is read back when p is assigned. Beyond RocketMQ
   one instead of scanning every 30 s;
 - durable checks: each check is an OP record committed with the check request, so a successor
   knows how many checks were sent and when the last one was;
-- no check races a decision in flight: before checking anything due at time t, the worker
-  writes a read mark stamped t to END p in its transaction and reads it back, read_committed.
-  A producer's open Kafka transaction (the fast path) holds that read back until it ends, so
-  every decision written before t, committed or in flight, is read before the check;
+- no check races a decision in flight: a check waits behind a read mark written to END and
+  read back, read_committed (:mod:`adapter.transaction.read_mark`);
 - scale-out: workers share the partitions through the group; each has its own transactional id;
 - nothing unreadable is dropped silently: a corrupt or misrouted HALF or END record, an OP
   record the takeover replay cannot read, and a decision the state refuses (no such half
@@ -47,6 +45,7 @@ memory as their encoded bytes (about the body size each).
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
@@ -72,6 +71,7 @@ HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)
 HALF_END_TIMEOUT_S = 2.0
+Routed = TypeVar("Routed", EndTransaction, OpRecord)
 
 
 class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
@@ -251,13 +251,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _accept_end(self, record: KafkaRecord, state: PartitionState[bytes], turn: Turn) -> None:
         partition, offset = record.partition() or 0, record.offset() or 0
         try:
-            end = io.decode(EndTransaction, record, lookup=self._lookup)
-            if end.half_partition != partition:
-                raise UnusableRecordError(
-                    "misrouted",
-                    f"decision for half partition {end.half_partition} "
-                    f"written to END partition {partition}",
-                )
+            end = self._decode_routed(EndTransaction, record, "decision")
         except AdapterError as exc:
             turn.poison.append((record, exc.reason))
             state.skip_end(offset)
@@ -307,6 +301,19 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         self._dirty.clear()
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _decode_routed(self, kind: type[Routed], record: KafkaRecord, what: str) -> Routed:
+        """``record`` decoded as ``kind``; refused as misrouted unless the half partition it
+        names is the partition it lies on (END and OP are co-partitioned with HALF)."""
+        value = io.decode(kind, record, lookup=self._lookup)
+        partition = record.partition() or 0
+        if value.half_partition != partition:
+            raise UnusableRecordError(
+                "misrouted",
+                f"{what} of half partition {value.half_partition} written to "
+                f"{naming.decode(record.topic() or '')} partition {partition}",
+            )
+        return value
 
     def _half_end(self, partition: int) -> int | None:
         """HALF's end now, asked of its leader (a cached end lags behind a leader change: an
@@ -377,13 +384,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         for record in read_to_end(conf, OP, starts, self.tx.timeout_s + 60, self.clock):
             partition, offset = record.partition() or 0, record.offset() or 0
             try:
-                op = io.decode(OpRecord, record, lookup=self._lookup)
-                if op.half_partition != partition:
-                    raise UnusableRecordError(
-                        "misrouted",
-                        f"OP record of half partition {op.half_partition} "
-                        f"written to OP partition {partition}",
-                    )
+                op = self._decode_routed(OpRecord, record, "OP record")
                 if not 0 <= op.half_offset < half_ends[partition]:
                     raise UnusableRecordError(
                         "out of range",
