@@ -48,7 +48,15 @@ def test_a_decision_or_op_record_on_another_partition_is_refused_as_misrouted() 
     assert "decision of half partition 2 written to RMQ_SYS_TRANS_END_TOPIC partition 5" in str(
         refused.value
     )
-    op = OpRecord("t0", 1, 3, OpKind.COMMIT, 0, "PG", None, 0)
+    op = OpRecord(
+        transaction_id="t0",
+        half_partition=1,
+        half_offset=3,
+        kind=OpKind.COMMIT,
+        check_times=0,
+        producer_group="PG",
+        timestamp=0,
+    )
     record = KafkaRecord(topic=OP, partition=4, offset=0, value=codec.encode(op))
     with pytest.raises(UnusableRecordError, match="OP record of half partition 1"):
         coordinator()._decode_routed(OpRecord, record, "OP record")
