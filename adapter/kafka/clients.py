@@ -3,9 +3,13 @@
 Not a RocketMQ behaviour. librdkafka writes its own log lines (``%3|...|FAIL|...``) straight to
 standard error unless a client has a ``logger``; each client made here has one, which turns
 those lines into Python log records (``adapter.librdkafka``, JSON in the workers) at the level
-the user set, holds back repeats of a line (:class:`adapter.logs.RepeatLimiter`, one for the
-process, so that clients failing alike make one line),
-and remembers the last error, so that a failed call can say why (:func:`reach`).
+the user set, without librdkafka's ``[thrd:...]`` prefix (kept as ``thread_name``), holds back
+repeats of a line (:class:`adapter.logs.RepeatLimiter`, one for the process, so that clients
+failing alike make one line), and remembers the last error, so that a failed call can say why
+(:func:`reach`). The logger has a ``NullHandler``, as a library's should: an application that
+has not set up Python logging sees none of these lines (Python would print them on standard
+error), as RocketMQ's clients write theirs to their own files; one that has gets them at their
+levels.
 
 Known gaps: librdkafka's lines are served by ``poll()``; a client that is never polled (an
 admin client between calls) drops them instead of printing them.
@@ -25,6 +29,7 @@ from adapter.exceptions import KafkaUnavailableError
 from adapter.logs import RepeatLimiter, shape
 
 LOG = logging.getLogger("adapter.librdkafka")
+LOG.addHandler(logging.NullHandler())
 REPEAT_WINDOW_S = 30.0
 
 # librdkafka backs off up to 10 s between reconnection attempts; after a broker restart that
@@ -60,12 +65,15 @@ class LibrdkafkaLog:
             facility, client, text = (str(a) for a in args)
         else:
             facility, client, text = "", "", fmt % args if args else fmt
+        thread, text = _thread_of(text)
         if level >= logging.ERROR:
             self.last_error = text
         if level < logging.WARNING or not self._announce:
             level = logging.DEBUG
         elif level == logging.WARNING and text.endswith("retrying"):
             level = logging.INFO  # a transient state librdkafka is handling (a coordinator loading)
+        elif level == logging.WARNING and _PREVIEW in text:
+            level = logging.INFO  # known and documented (README, the 5.x SimpleConsumer)
         if not LOG.isEnabledFor(level):
             return
         held = self._limiter.admit((facility, shape(_without_place(text))))
@@ -73,10 +81,19 @@ class LibrdkafkaLog:
             return
         if held:
             text = f"{text} ({held} more like it in the last {self._limiter.window_s:.0f} s)"
-        LOG.log(level, "%s", text, extra={"client": client, "facility": facility})
+        extra = {"client": client, "facility": facility, "thread_name": thread}
+        LOG.log(level, "%s", text, extra=extra)
 
 
-_PLACE = re.compile(r"^\[thrd:[^\]]*\]: (\S+: )?|\s*\(after .*$")
+_PLACE = re.compile(r"^(\[thrd:[^\]]*\]: )?(\S+/\S*: )?|\s*\(after .*$")
+_THREAD = re.compile(r"^\[thrd:([^\]]*)\]: ")
+_PREVIEW = 'share consumer is in "Preview"'
+
+
+def _thread_of(text: str) -> tuple[str, str]:
+    """librdkafka's thread (``main``, ``host:port/id``) and the line without it."""
+    found = _THREAD.match(text)
+    return (found.group(1), text[found.end() :]) if found else ("", text)
 
 
 def _without_place(text: str) -> str:
@@ -134,4 +151,15 @@ def reach(conf: Mapping[str, Any], timeout_s: float) -> ClusterMetadata:
 
 def unavailable(conf: Mapping[str, Any], cause: str, timeout_s: float) -> KafkaUnavailableError:
     address = conf.get("bootstrap.servers", "(no bootstrap servers)")
+    if _CONTROLLER_ANSWERED in cause:
+        return KafkaUnavailableError(
+            f"{address} is a KRaft controller's port, not a broker's: controllers answer Kafka "
+            "clients only that they do not serve them (Required feature not supported by "
+            "broker); give a broker's listener (`rmq-adapter broker start` prints it: the "
+            "controller has the next port)"
+        )
     return KafkaUnavailableError(f"cannot reach Kafka at {address} within {timeout_s:g} s: {cause}")
+
+
+_CONTROLLER_ANSWERED = "Required feature not supported by broker"
+"""What librdkafka says of a metadata request a KRaft controller's listener refuses."""

@@ -149,17 +149,40 @@ def system_layout(
 
 def check_schedule_partitions(counts: PartitionCounts, levels: DelayLevels) -> None:
     """Refuse a ``SCHEDULE_TOPIC_XXXX`` that does not have one partition per delay level and
-    per fine hop."""
+    per fine hop, naming the table given and the one the topic was made for."""
     count = counts.count(naming.kafka_topic(naming.SCHEDULE_TOPIC))
     hops = HopTable.of(levels)
-    if count != hops.partitions:
-        raise TopicLayoutError(
-            f"{naming.SCHEDULE_TOPIC} has {count} partitions but the delay level table needs "
-            f"{hops.partitions} ({levels.max_level} levels and {len(hops.fine_ms)} fine hops of "
-            "timer messages): run `rmq-adapter topics init` with the same delay levels "
-            "(--delay-levels, RMQ_ADAPTER_DELAY_LEVELS); it adds the fine hops to a topic "
-            "of an earlier release"
-        )
+    if count == hops.partitions:
+        return
+    fine = len(hops.fine_ms)
+    held = count - fine
+    default = DelayLevels.parse()
+    if count == levels.max_level:
+        topic = "the levels of this table only, as a topic of an earlier release has (no fine hops)"
+    elif held == default.max_level:
+        topic = f"{held} levels, as the default table {table_text(default)!r} has"
+    else:
+        topic = f"{max(held, 0)} levels"
+    raise TopicLayoutError(
+        f"{naming.SCHEDULE_TOPIC} has {count} partitions but the delay level table needs "
+        f"{hops.partitions}: the table {table_text(levels)!r} has {levels.max_level} levels, "
+        f"and {fine} fine hops of timer messages follow them; the topic holds {topic}. Give the "
+        "table the topic was made with (--delay-levels, RMQ_ADAPTER_DELAY_LEVELS); "
+        "`rmq-adapter topics init` with the same table adds the fine hops to a topic of an "
+        "earlier release"
+    )
+
+
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
+
+
+def table_text(levels: DelayLevels) -> str:
+    """``levels`` as RocketMQ's ``messageDelayLevel`` string (``1s 5s 10s ... 2h``)."""
+    words = []
+    for ms in levels.delays_ms:
+        unit, size = next(((u, n) for u, n in _UNITS if ms % n == 0), ("s", 1000))
+        words.append(f"{ms // size}{unit}")
+    return " ".join(words)
 
 
 def layout_problems(
@@ -273,7 +296,14 @@ def existing_half_partitions(metadata: Any) -> int | None:
 def ensure_single_queue_topic(admin: AdminClient, kafka_topic: str, timeout_s: float) -> None:
     """Create a one-partition topic unless it exists (the broker's replication default).
 
-    Raises :class:`KafkaUnavailableError` when Kafka does not answer within ``timeout_s``."""
+    Raises :class:`KafkaUnavailableError` when Kafka does not answer within ``timeout_s``:
+    that it cannot be reached, when it cannot (not that the topic could not be made)."""
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise KafkaUnavailableError(
+            f"cannot reach Kafka within {timeout_s:g} s ({exc.args[0].str()})"
+        ) from exc
     future = admin.create_topics([NewTopic(kafka_topic, 1)], request_timeout=timeout_s)[kafka_topic]
     try:
         future.result(timeout=timeout_s)

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from adapter import __version__, logs
+from adapter import __version__, logs, naming
 from adapter.clock import SYSTEM_CLOCK
 from adapter.config import (
     DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
@@ -30,6 +30,9 @@ from adapter.config import (
     default_worker_id,
 )
 from adapter.delay import DelayLevels
+from adapter.exceptions import KafkaUnavailableError
+from adapter.kafka import clients, topics
+from adapter.kafka.io import PartitionCounts
 from adapter.kafka.worker import AnyWorker
 from adapter.ops.broker_cli import broker
 from adapter.ops.options import bootstrap as _bootstrap
@@ -122,6 +125,22 @@ def _coordinator(options: dict[str, Any], registry: Any) -> AnyWorker:
     return TransactionCoordinator(config, registry)
 
 
+def _refuse_other_delay_levels(options: dict[str, Any]) -> None:
+    """A forwarder whose level table does not match ``SCHEDULE_TOPIC_XXXX`` would deliver at
+    the wrong delays: refuse it at start, with both tables. A Kafka that does not answer
+    within a few seconds, or a topic not made yet, is left to the worker to report."""
+    conf = KafkaSettings.from_env(options["bootstrap"]).librdkafka({})
+    try:
+        clients.reach(conf, _PREFLIGHT_S)
+    except KafkaUnavailableError:
+        return
+    counts = PartitionCounts(clients.admin(conf).list_topics, timeout_s=_PREFLIGHT_S)
+    if counts.count(naming.kafka_topic(naming.SCHEDULE_TOPIC)):
+        topics.check_schedule_partitions(counts, DelayLevels.parse(options["delay_levels"]))
+
+
+_PREFLIGHT_S = 5.0
+
 WORKERS: dict[str, list[Callable[[dict[str, Any], Any], AnyWorker]]] = {
     "schedule": [_forwarder],
     "transactions": [_coordinator],
@@ -207,6 +226,8 @@ def worker(kind: str, **options: Any) -> None:
 
     from adapter.ops import workers
 
+    if _forwarder in WORKERS[kind]:
+        _refuse_other_delay_levels(options)
     registry = CollectorRegistry()
     port = options["metrics_port"]
     workers.run_in_foreground(

@@ -5,15 +5,22 @@ Plays the part of ``mqadmin`` views of ``SCHEDULE_TOPIC_XXXX`` (per-level offset
 the forwarders have not yet consumed and when the oldest of them falls due; each group shows
 its retry backlog (what it has not consumed from ``%RETRY%<group>``) and its dead letters.
 
-Known gaps: counts come from offsets, so records of aborted transactions are counted as
-backlog until the consumer moves past them.
+The backlog is what a consumer will still be handed: the committed records from the group's
+position on, read as the consumers read them (read_committed). Offsets alone would count the
+markers Kafka transactions leave (one offset each) and the records of aborted ones: a backlog
+of 1 where nothing waits.
+
+Known gaps: a partition's backlog is counted by reading it, up to :data:`COUNT_LIMIT` records
+(beyond, the offsets' difference is shown, with a ``~``); a record of a transaction still open
+is not counted until it commits.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from adapter import naming
 from adapter.config import KafkaSettings
@@ -32,6 +39,8 @@ class LevelRow:
     delay_ms: int
     backlog: int
     oldest_due_ms: int | None
+    exact: bool = True
+    """False: more than :data:`COUNT_LIMIT` records, the backlog is the offsets' difference."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,20 @@ class GroupRow:
     group: str
     retry_backlog: int
     dead_letters: int
+    exact: bool = True
+
+
+COUNT_LIMIT = 100_000
+"""Records read to count one partition's backlog; past it, the offsets' difference stands."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """What a consumer will still be handed on one partition, and the first record's time."""
+
+    records: int
+    oldest_ms: int | None
+    exact: bool = True
 
 
 def gather(
@@ -47,7 +70,13 @@ def gather(
     conf = kafka.librdkafka({})
     topics = clients.reach(conf, timeout_s).topics
     reader = clients.consumer(
-        {**conf, "group.id": "rmq-adapter-status", "enable.auto.commit": False}
+        {
+            **conf,
+            "group.id": "rmq-adapter-status",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
     )
     try:
         level_rows: list[LevelRow] = []
@@ -59,14 +88,12 @@ def gather(
                 conf, naming.SCHEDULE_FORWARDER_GROUP, partitions, timeout_s
             )
             for p, position in enumerate(committed):
-                low, high = reader.get_watermark_offsets(partitions[p], timeout=timeout_s)
-                start = max(position, low) if position >= 0 else low
-                oldest = _store_time(reader, p, start) if start < high else None
+                backlog = _backlog(reader, partitions[p], position, timeout_s)
                 known = p < hops.partitions
                 delay = hops.delay_ms(p) if known else levels.delay_ms(1)
                 name = hops.label(p) if known else str(p + 1)
-                due = None if oldest is None else oldest + delay
-                level_rows.append(LevelRow(name, delay, high - start, due))
+                due = None if backlog.oldest_ms is None else backlog.oldest_ms + delay
+                level_rows.append(LevelRow(name, delay, backlog.records, due, backlog.exact))
         group_rows: list[GroupRow] = []
         groups: dict[str, dict[str, str]] = {}
         for kafka_topic in topics:
@@ -77,6 +104,7 @@ def gather(
                 groups.setdefault(group, {})[kind] = kafka_topic
         for group, kinds in sorted(groups.items()):
             retry_backlog = dead = 0
+            exact = True
             if "retry" in kinds:
                 parts = [
                     TopicPartition(kinds["retry"], p) for p in topics[kinds["retry"]].partitions
@@ -84,27 +112,48 @@ def gather(
                 for tp, position in zip(
                     parts, committed_offsets(conf, group, parts, timeout_s), strict=True
                 ):
-                    low, high = reader.get_watermark_offsets(tp, timeout=timeout_s)
-                    retry_backlog += high - (max(position, low) if position >= 0 else low)
+                    backlog = _backlog(reader, tp, position, timeout_s)
+                    retry_backlog += backlog.records
+                    exact = exact and backlog.exact
             if "dlq" in kinds:
                 for p in topics[kinds["dlq"]].partitions:
                     low, high = reader.get_watermark_offsets(
                         TopicPartition(kinds["dlq"], p), timeout=timeout_s
                     )
                     dead += high - low
-            group_rows.append(GroupRow(group, retry_backlog, dead))
+            group_rows.append(GroupRow(group, retry_backlog, dead, exact))
         return level_rows, group_rows
     finally:
         reader.close()
 
 
-def _store_time(reader: Consumer, partition: int, offset: int) -> int | None:
-    reader.assign([TopicPartition(_SCHEDULE, partition, offset)])
-    records = reader.consume(1, 5.0)
-    reader.unassign()
-    if not records or records[0].error() is not None:
-        return None
-    return int(records[0].timestamp()[1])
+def _backlog(reader: Consumer, tp: TopicPartition, position: int, timeout_s: float) -> Backlog:
+    """The committed records of ``tp`` from ``position`` (the group's committed offset; its
+    first record when none) to its end, read as a read_committed consumer reads them."""
+    low, high = reader.get_watermark_offsets(tp, timeout=timeout_s)
+    start = max(position, low) if position >= 0 else low
+    if start >= high:
+        return Backlog(0, None)
+    reader.assign([TopicPartition(tp.topic, tp.partition, start)])
+    deadline = time.monotonic() + timeout_s
+    count, oldest = 0, None
+    try:
+        while count < COUNT_LIMIT and time.monotonic() < deadline:
+            done = False
+            for record in reader.consume(500, 1.0):
+                error = record.error()
+                if error is not None:
+                    done = done or error.code() == KafkaError._PARTITION_EOF
+                    continue
+                if oldest is None:
+                    oldest = int(record.timestamp()[1])
+                count += 1
+                done = done or (record.offset() or 0) >= high - 1
+            if done:
+                return Backlog(count, oldest)
+    finally:
+        reader.unassign()
+    return Backlog(high - start, oldest, exact=False)
 
 
 def _duration(ms: int) -> str:
@@ -132,13 +181,15 @@ def render(levels: list[LevelRow], groups: list[GroupRow], now_ms: int) -> str:
         else:
             due = f"in {_duration(row.oldest_due_ms - now)}"
         delay = _duration(row.delay_ms)
-        lines.append(f"{row.level!s:>10}  {delay:>6}  {row.backlog:>8}  {due}")
+        backlog = f"{'' if row.exact else '~'}{row.backlog}"
+        lines.append(f"{row.level!s:>10}  {delay:>6}  {backlog:>8}  {due}")
     if not levels:
         lines.append(f"  ({naming.SCHEDULE_TOPIC} does not exist: run `rmq-adapter topics init`)")
     lines.append("")
     lines.append(f"{'group':<40}  {'retry backlog':>13}  {'dead letters':>12}")
     for group in groups:
-        lines.append(f"{group.group:<40}  {group.retry_backlog:>13}  {group.dead_letters:>12}")
+        retry = f"{'' if group.exact else '~'}{group.retry_backlog}"
+        lines.append(f"{group.group:<40}  {retry:>13}  {group.dead_letters:>12}")
     if not groups:
         lines.append("  (no retry or dead-letter topics)")
     return "\n".join(lines)

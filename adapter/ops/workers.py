@@ -7,7 +7,7 @@ exits with an error, so a supervisor restarts it rather than leaving half a brok
 SIGTERM stops every worker in its documented order; if one has not stopped within the stop
 timeout (a Kafka call that will not return), the process exits anyway, saying so.
 
-The metrics port also answers ``/healthz`` (200 while every worker's loop has ended a turn in
+The metrics port serves ``/metrics`` (any other path is 404) and answers ``/healthz`` (200 while every worker's loop has ended a turn in
 the last two minutes) and ``/readyz`` (200 while every worker reaches Kafka and has its
 partitions assigned). It serves at most 8 connections at once, a thread each, and closes one
 silent for 10 s (:class:`ProbeLimits`): a port scan or a stalled scraper cannot pile up threads.
@@ -110,6 +110,9 @@ def probes_app(
             body = (f"{what}: {', '.join(failing)}\n" if failing else "ok\n").encode()
             start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
             return [body]
+        if path != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found: /metrics, /healthz and /readyz are served here\n"]
         return metrics(environ, start_response)  # type: ignore[no-any-return]
 
     return app
@@ -122,8 +125,16 @@ def serve_probes(
     *,
     limits: ProbeLimits | None = None,
 ) -> ProbeServer:
-    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on a thread, within ``limits``."""
-    server = ProbeServer((endpoint.host, endpoint.port), limits or ProbeLimits())
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on a thread, within ``limits``;
+    :class:`AdapterError` naming the address when it cannot be bound (taken, or not ours)."""
+    try:
+        server = ProbeServer((endpoint.host, endpoint.port), limits or ProbeLimits())
+    except OSError as exc:
+        raise AdapterError(
+            f"the metrics port {endpoint.host}:{endpoint.port} is taken or cannot be bound "
+            f"({exc.strerror or exc}): choose another with --metrics-port "
+            "(RMQ_ADAPTER_METRICS_PORT)"
+        ) from None
     server.set_app(probes_app(workers, registry))
     threading.Thread(target=server.serve_forever, name="probes", daemon=True).start()
     log.info("metrics and probes on http://%s:%d/", endpoint.host, server.server_port)

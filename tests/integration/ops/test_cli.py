@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import NewTopic
 
 from adapter.ops import broker
 
@@ -102,6 +103,12 @@ def test_a_broker_starts_prints_its_address_and_stops_by_its_pid(tmp_path: Path)
         again = run("broker", "start", "--data-dir", str(tmp_path), "--port", str(port))
         assert again.returncode == 1
         assert "already runs" in again.stderr
+        # The controller's port (the next one) is recognised and named, in one line.
+        controller = f"127.0.0.1:{port + 1}"
+        wrong = run("status", "--bootstrap", controller, "--timeout", "5")
+        assert wrong.returncode == 1
+        [line] = wrong.stderr.strip().splitlines()
+        assert f"{controller} is a KRaft controller's port, not a broker's" in line, line
     finally:
         stopped = run("broker", "stop", "--data-dir", str(tmp_path))
     assert stopped.returncode == 0
@@ -136,6 +143,54 @@ def test_status_shows_each_levels_backlog_and_the_dead_letters_of_each_group(
     assert int(rows["18"][2]) >= 3, "three messages wait on level 18"
     assert rows["18"][3] == "in"
     assert rows[group][1:] == ["0", "2"], "no retry backlog, two dead letters"
+
+
+def test_status_counts_only_committed_records_as_backlog(system_topics: str, new_group) -> None:
+    # A Kafka transaction leaves a marker at an offset of its own, and an aborted one its
+    # records too; neither will ever be consumed, so neither is backlog.
+    from adapter import naming
+    from adapter.kafka import clients
+    from tests.support import unique
+
+    group = new_group()
+    retry = naming.kafka_topic(naming.retry_topic(group))
+    admin = clients.admin({"bootstrap.servers": system_topics})
+    admin.create_topics([NewTopic(retry, 1, 1)])[retry].result(30)
+    writer = clients.producer(
+        {"bootstrap.servers": system_topics, "transactional.id": unique("status-test")}
+    )
+    writer.init_transactions(30)
+    for outcome in ("abort", "commit", "abort"):
+        writer.begin_transaction()
+        writer.produce(retry, f"{outcome}ed".encode())
+        writer.flush(30)
+        if outcome == "abort":
+            writer.abort_transaction(30)
+        else:
+            writer.commit_transaction(30)
+
+    shown = run("status", "--bootstrap", system_topics)
+    assert shown.returncode == 0, shown.stderr
+    [row] = [line.split() for line in shown.stdout.splitlines() if line.startswith(group)]
+    assert row[1:] == ["1", "0"], "one committed record waits; markers and aborted ones do not"
+
+
+@pytest.mark.parametrize("kind", ["schedule", "all"])
+def test_a_worker_whose_delay_levels_do_not_match_the_topic_exits_at_start_with_both_tables(
+    system_topics: str, kind: str
+) -> None:
+    started = subprocess.run(
+        [*CLI, "worker", kind, "--bootstrap", system_topics, "--delay-levels", "1s 5s"],
+        capture_output=True,
+        text=True,
+        timeout=60,  # it used to log an ERROR every second, forever
+        check=False,
+    )
+    assert started.returncode == 1
+    [line] = started.stderr.strip().splitlines()
+    assert "SCHEDULE_TOPIC_XXXX has 23 partitions but the delay level table needs 7" in line
+    assert "'1s 5s' has 2 levels" in line
+    assert "18 levels, as the default table '1s 5s 10s 30s 1m 2m" in line
 
 
 def test_the_schedule_worker_serves_metrics_and_stops_cleanly_on_sigterm(

@@ -101,6 +101,52 @@ def test_a_push_consumer_that_cannot_reach_kafka_fails_start_as_rocketmq_does() 
     with pytest.raises(PushConsumerStartFailed, match=NOBODY) as failure:
         consumer.start()
     assert isinstance(failure.value, RocketMQException)
+    assert "cannot reach Kafka" in str(failure.value), "unreachable, not a topic creation failing"
+    assert "controller" not in str(failure.value)
+
+
+APPLICATION = """
+from adapter.client import Message, Producer, PushConsumer
+from adapter.exceptions import RocketMQException
+from adapter.v5 import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+
+consumer = PushConsumer("GID_app")
+consumer.set_name_server_address("{address}")
+consumer.subscribe("Orders", lambda msg: None)
+try:
+    consumer.start()
+except RocketMQException as exc:
+    print("push consumer:", type(exc).__name__)
+config = ClientConfiguration("{address}", Credentials())
+simple = SimpleConsumer(config, "GID_app_simple", {{"Orders": FilterExpression()}})
+try:
+    simple.startup()
+    simple.receive(1, 15)
+    simple.shutdown()
+except RocketMQException as exc:
+    print("simple consumer:", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("address", [NOBODY, "kafka"], ids=["unreachable", "reachable"])
+def test_an_application_without_logging_set_up_gets_no_librdkafka_lines_on_stderr(
+    address: str, kafka_bootstrap: str
+) -> None:
+    # RocketMQ's clients write their logs to their own files; an application that has not
+    # configured Python logging must not see librdkafka's [thrd:...] lines, nor the share
+    # consumer's "Preview" warning, on its standard error.
+    script = APPLICATION.format(address=kafka_bootstrap if address == "kafka" else address)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={k: v for k, v in os.environ.items() if not k.startswith("RMQ_ADAPTER_")},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[thrd:" not in done.stderr, done.stderr
+    assert "Preview" not in done.stderr, done.stderr
 
 
 def test_a_send_that_cannot_reach_kafka_fails_within_the_send_timeout_naming_the_address() -> None:

@@ -64,6 +64,32 @@ def test_librdkafka_chatter_about_connections_is_debug(caplog: pytest.LogCapture
     caplog.set_level(logging.DEBUG, logger=LOG.name)
     log = LibrdkafkaLog(announce=True, limiter=RepeatLimiter(30))
     feed(log, logging.INFO, "[thrd:main]: Disconnected (after 6815ms in state UP)")
-    assert shown(caplog) == [
-        (logging.DEBUG, "[thrd:main]: Disconnected (after 6815ms in state UP)")
-    ]
+    assert shown(caplog) == [(logging.DEBUG, "Disconnected (after 6815ms in state UP)")]
+
+
+def test_a_line_reads_without_librdkafkas_thread_which_is_kept_apart(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOG.name)
+    feed(LibrdkafkaLog(announce=True, limiter=RepeatLimiter(30)), logging.ERROR, REFUSED)
+    [record] = [r for r in caplog.records if r.name == LOG.name]
+    assert record.getMessage().startswith("127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9")
+    assert record.thread_name == "127.0.0.1:9/bootstrap"  # type: ignore[attr-defined]
+
+
+def test_the_share_consumers_preview_warning_is_information(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # librdkafka 2.16 warns once per share consumer; the README says what it means.
+    caplog.set_level(logging.DEBUG, logger=LOG.name)
+    preview = (
+        '[thrd:app]: The share consumer is in "Preview" and is not recommended for production use'
+    )
+    feed(LibrdkafkaLog(announce=True, limiter=RepeatLimiter(30)), logging.WARNING, preview)
+    assert shown(caplog) == [(logging.INFO, preview.removeprefix("[thrd:app]: "))]
+
+
+def test_an_application_that_set_up_no_logging_is_not_shown_librdkafkas_lines() -> None:
+    # Python prints records nobody handles on standard error (logging.lastResort); a library
+    # leaves that choice to the application.
+    assert any(isinstance(h, logging.NullHandler) for h in LOG.handlers)

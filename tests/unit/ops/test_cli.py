@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from click.testing import CliRunner
 
@@ -67,3 +69,18 @@ def test_a_command_refuses_a_setting_exactly_once_depends_on_in_one_line() -> No
     assert result.exit_code == 1
     [line] = result.output.strip().splitlines()
     assert line.startswith("Error: RMQ_ADAPTER_KAFKA_ENABLE_AUTO_COMMIT would override")
+
+
+def test_a_taken_metrics_port_is_one_line_naming_it() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = CliRunner().invoke(
+            main,
+            ["worker", "transactions", "--bootstrap", "127.0.0.1:1", "--metrics-port", str(port)],
+        )
+    assert result.exit_code == 1
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"Error: the metrics port 127.0.0.1:{port} is taken"), line
+    assert "--metrics-port" in line

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 
@@ -90,3 +91,23 @@ def _get(url: str) -> bytes | None:
             return bytes(response.read())
     except OSError:
         return None
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:  # noqa: S310 - loopback http
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [("/metrics", 200), ("/healthz", 200), ("/readyz", 200), ("/", 404), ("/admin", 404),
+     ("/metrics/x", 404), ("/favicon.ico", 404)],
+)  # fmt: skip
+def test_only_the_three_paths_answer_and_any_other_is_not_found(
+    probes: Probes, path: str, status: int
+) -> None:
+    server = probes(workers.ProbeLimits())
+    assert _status(f"http://127.0.0.1:{server.server_port}{path}") == status
