@@ -187,9 +187,9 @@ class InvisibilityBook(Generic[T]):
             self._unseen[name] = self._unseen.get(name, 0) + 1
         return earlier
 
-    def holding(self, name: str) -> bool:
-        """Whether the record named ``name`` is in the book (fetched or handed out)."""
-        return any(lease.name == name and not lease.settling for lease in self._leases.values())
+    def names(self) -> set[str]:
+        """The names of the records in the book (fetched or handed out, not settling)."""
+        return {lease.name for lease in self._leases.values() if not lease.settling}
 
     def hand_out(self, max_count: int, invisible_s: float) -> list[Lease[T]]:
         """Up to ``max_count`` waiting records that can stay invisible for ``invisible_s``

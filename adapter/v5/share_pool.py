@@ -215,7 +215,7 @@ class SharePool:
         names = [f"{r.topic()}:{r.partition()}:{r.offset()}" for r in records]
         with self._lock:
             unseen = [self.book.unseen(name) for name in names]
-            holding = {name for name in names if self.book.holding(name)}
+            holding = self.book.names().intersection(names)
         keep: list[tuple[str, Fetched]] = []
         settle, dead, settled = [], [], []
         for record, name, released in zip(records, names, unseen, strict=True):
