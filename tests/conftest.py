@@ -261,12 +261,15 @@ def make_transaction_producer(
 
 @pytest.fixture
 def make_v5_producer(system_topics: str) -> Iterator[Callable[..., v5.Producer]]:
-    """Factory: ``make_v5_producer(*topics, checker=None)``, a started 5.x producer on the test
-    broker (its system topics created), shut down after the test unless the test did."""
+    """Factory: ``make_v5_producer(*topics, checker=None, bootstrap=None)``, a started 5.x
+    producer on the test broker (its system topics created) or on ``bootstrap``, shut down
+    after the test unless the test did."""
     producers: list[v5.Producer] = []
 
-    def make(*topics: str, checker: v5.TransactionChecker | None = None) -> v5.Producer:
-        config = v5.ClientConfiguration(system_topics, v5.Credentials())
+    def make(
+        *topics: str, checker: v5.TransactionChecker | None = None, bootstrap: str | None = None
+    ) -> v5.Producer:
+        config = v5.ClientConfiguration(bootstrap or system_topics, v5.Credentials())
         producer = v5.Producer(config, topics, checker=checker)
         producer.startup()
         producers.append(producer)

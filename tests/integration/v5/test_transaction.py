@@ -192,6 +192,25 @@ def test_transactional_misuse_gets_a_clear_error(
     with pytest.raises(IllegalArgumentException, match="already existed in transaction"):
         producer.send(payment(topic, b"second"), transaction)
     transaction.rollback()
+
+
+def test_a_transactional_send_to_a_new_topic_creates_it_as_a_plain_send_does(
+    make_v5_producer: MakeV5Producer, system_topics: str, start_coordinator
+) -> None:
+    start_coordinator()  # the decision may take the coordinator's path
+    producer = make_v5_producer(checker=Checker())
+    new = payment(unique("New"), b"first of its topic")
+    transaction = producer.begin_transaction()
+    producer.send(new, transaction)
+    transaction.commit()
+    [record] = read_committed(system_topics, str(new.topic), 1)
+    assert record.value() == b"first of its topic"
+
+
+def test_a_transactional_send_to_a_topic_the_cluster_will_not_create_is_not_found(
+    make_v5_producer: MakeV5Producer, clock_kafka: str
+) -> None:
+    producer = make_v5_producer(checker=Checker(), bootstrap=clock_kafka)
     missing = payment(unique("Missing"), b"nowhere")
     with pytest.raises(NotFoundException, match="does not exist"):
         producer.send(missing, producer.begin_transaction())
