@@ -2,7 +2,7 @@
 
 Reproduces nothing a RocketMQ consumer sees: these are the adapter's stand-ins for what a
 RocketMQ broker keeps inside its commit log (half messages, op records, scheduled messages),
-read here for telemetry. Each value is Avro single-object encoding (``adapter.codec``): the
+read here for telemetry. Each value is Avro single-object encoding (``adapter.wire.codec``): the
 marker ``C3 01``, the schema's 8-byte CRC-64-AVRO fingerprint, then the Avro body. The body is
 decoded with spark-avro's ``from_avro`` after those 10 bytes, with the schema read from the same
 ``.avsc`` file the writers use (``codec.schema_dir()``).
@@ -11,7 +11,7 @@ A record whose header names another schema, or whose body does not decode, is no
 row has ``record`` null and ``error`` saying why (``from_avro`` in PERMISSIVE mode), so a job
 can count or park it.
 
-Known gaps: spark-avro decodes what the schema can read and does not apply ``adapter.codec``'s
+Known gaps: spark-avro decodes what the schema can read and does not apply ``adapter.wire.codec``'s
 canonical-encoding checks (trailing bytes, over-long varints, ...); timestamps come out as
 Spark timestamps (``timestamp-millis``), enums as strings.
 """

@@ -1,4 +1,5 @@
-"""The wire format of the system topics: Avro single-object encoding of :mod:`adapter.records`.
+"""The wire format of the system topics: Avro single-object encoding of the records of
+:mod:`adapter.wire.records`.
 
 Every value the adapter writes to a system topic (half messages, end-transaction requests,
 op records, check requests, scheduled messages) is one record encoded as Avro

@@ -1,7 +1,7 @@
 """The records the adapter writes to its system topics, one dataclass per Avro schema.
 
 Each class mirrors ``schemas/<ClassName>.avsc`` (namespace ``rmqkafka.v1``) field for
-field, in the same order; :mod:`adapter.codec` turns them into bytes and back. They stand
+field, in the same order; :mod:`adapter.wire.codec` turns them into bytes and back. They stand
 for these RocketMQ concepts:
 
 - :class:`HalfMessage`: a transactional message in its prepared state, which RocketMQ
