@@ -7,10 +7,11 @@ exits with an error, so a supervisor restarts it rather than leaving half a brok
 SIGTERM stops every worker in its documented order; if one has not stopped within the stop
 timeout (a Kafka call that will not return), the process exits anyway, saying so.
 
-The metrics port serves ``/metrics`` (any other path is 404) and answers ``/healthz`` (200 while every worker's loop has ended a turn in
-the last two minutes) and ``/readyz`` (200 while every worker reaches Kafka and has its
-partitions assigned). It serves at most 8 connections at once, a thread each, and closes one
-silent for 10 s (:class:`ProbeLimits`): a port scan or a stalled scraper cannot pile up threads.
+The metrics port serves ``/metrics`` (any other path is 404) and answers ``/healthz`` (200
+while every worker's loop has ended a turn in the last two minutes) and ``/readyz`` (200 while
+every worker reaches Kafka and has its partitions assigned). It serves at most 8 connections at
+once, a thread each, and closes one silent for 10 s (:class:`ProbeLimits`): a port scan or a
+stalled scraper cannot pile up threads.
 
 Known gaps: none.
 """
