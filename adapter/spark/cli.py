@@ -6,8 +6,9 @@ attached to the ``rmq-adapter`` command (``main.add_command(spark)``); until the
 ``python -m adapter.spark points ...`` runs it. Every option also reads an environment variable
 (``--bootstrap``: ``RMQ_ADAPTER_BOOTSTRAP``; the others ``RMQ_ADAPTER_SPARK_<OPTION>``, see
 :mod:`adapter.spark.config`). A continuous run stops cleanly on SIGTERM or Ctrl-C; an
-``--available-now`` run processes what Kafka holds, prints its result as one JSON line on
-standard output, and exits.
+``--available-now`` run processes what Kafka holds and exits. At the end a run prints its
+result as tables on standard output (:mod:`adapter.spark.results`; the logs go to standard
+error), and ``--json FILE`` writes it as JSON.
 
 Known gaps: no ``spark-submit`` packaging (a Python driver process runs the job; executors need
 only the same pyspark version, as the jars travel with the session).
@@ -15,8 +16,6 @@ only the same pyspark version, as the jars travel with the session).
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import signal
 import threading
 from collections.abc import Callable
@@ -71,6 +70,10 @@ def _options(job: Job) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             "Where a new checkpoint starts.  [default: earliest]",
             type=click.Choice(["earliest", "latest"]),
         ),
+        option(
+            "--json", "SPARK_JSON", "Also write the result as JSON to this file.",
+            "json_file", type=path,
+        ),
     ]  # fmt: skip
 
     def apply(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -98,6 +101,9 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _run(job: Job, options: dict[str, Any]) -> None:
+    from adapter.spark.results import as_json, format_points, format_telemetry
+
+    json_file: Path | None = options.pop("json_file")
     try:
         config = _config(job, options)
         stop = _stop_on_signals()
@@ -111,7 +117,10 @@ def _run(job: Job, options: dict[str, Any]) -> None:
             result = run_telemetry(config, stop=stop)
     except AdapterError as exc:
         raise click.ClickException(str(exc)) from exc
-    click.echo(json.dumps({"job": job.value, **dataclasses.asdict(result)}, default=str))
+    if json_file is not None:
+        json_file.parent.mkdir(parents=True, exist_ok=True)
+        json_file.write_text(as_json(job.value, result) + "\n")
+    click.echo(format_points(result) if job is Job.POINTS else format_telemetry(result))
 
 
 @click.group("spark")

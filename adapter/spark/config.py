@@ -14,9 +14,9 @@ Environment (read by :meth:`SparkJobConfig.from_env`, never at import):
   topic names, comma separated), ``RMQ_ADAPTER_SPARK_JARS`` (the directory of the extra jars),
   ``RMQ_ADAPTER_SPARK_DRIVER_MEMORY`` (``1g``), ``RMQ_ADAPTER_SPARK_JAVA_OPTIONS`` (JVM
   options of the driver and executors; default ``-XX:+UseParallelGC``, whose MERGEs measured as
-  fast as G1's or ~10 % faster on two cores (BENCHMARKS.md); add ``-XX:TieredStopAtLevel=1`` for
-  short runs, whose cold start it shortens), ``RMQ_ADAPTER_DELAY_LEVELS`` (telemetry: the
-  delay of each level).
+  fast as G1's or ~10 % faster on two cores (BENCHMARKS.md), and for an ``--available-now`` run
+  ``-XX:+UseSerialGC -XX:TieredStopAtLevel=1``, which shortens its cold start and cuts its
+  memory), ``RMQ_ADAPTER_DELAY_LEVELS`` (telemetry: the delay of each level).
 - ``RMQ_ADAPTER_KAFKA_<KEY>``: a Kafka client setting, passed to Spark's Kafka source as
   ``kafka.<key>`` (``RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL=SSL`` -> ``kafka.security.protocol``).
   Spark's source is the Java client: the SASL and TLS settings whose names differ
@@ -75,6 +75,10 @@ def kafka_options_from_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 DEFAULT_JAVA_OPTIONS = "-XX:+UseParallelGC"
+SHORT_RUN_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+"""An ``--available-now`` run lasts seconds: the C1 compiler alone warms up faster, and the
+serial collector keeps the heap compact (BENCHMARKS.md: the telemetry job in 2/3 of the time
+and 2/3 of the memory); a continuous run keeps C2 and the parallel collector."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,8 @@ class SparkJobConfig:
         default_topics = (DEFAULT_POINTS_TOPIC,) if job is Job.POINTS else ()
         topics = pick("topics", "TOPICS", _topics, default_topics)
         jars = pick("jars_dir", "JARS", Path)
+        available_now = pick("available_now", "AVAILABLE_NOW", _truthy, False)
+        default_java = SHORT_RUN_JAVA_OPTIONS if available_now else DEFAULT_JAVA_OPTIONS
         kafka_options = kafka_options_from_env(env)
         kafka_options.update(options.get("kafka_options") or {})
         return cls(
@@ -170,11 +176,11 @@ class SparkJobConfig:
             table=Path(pick("table", "TABLE", Path, state / "table")),
             master=pick("master", "MASTER", str, DEFAULT_MASTER),
             trigger_ms=pick("trigger_ms", "TRIGGER_MS", int, DEFAULT_TRIGGER_MS[job]),
-            available_now=pick("available_now", "AVAILABLE_NOW", _truthy, False),
+            available_now=available_now,
             topics=tuple(topics),
             jars_dir=Path(jars) if jars is not None else None,
             driver_memory=pick("driver_memory", "DRIVER_MEMORY", str, "1g"),
-            java_options=pick("java_options", "JAVA_OPTIONS", str, DEFAULT_JAVA_OPTIONS),
+            java_options=pick("java_options", "JAVA_OPTIONS", str, default_java),
             delay_levels=options.get("delay_levels") or env.get(ENV_DELAY_LEVELS) or None,
             starting_offsets=pick("starting_offsets", "STARTING_OFFSETS", str, "earliest"),
             max_offsets_per_trigger=pick(

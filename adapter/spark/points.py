@@ -32,7 +32,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from adapter.spark import ledger, orders
 from adapter.spark.config import SparkJobConfig
 from adapter.spark.reader import read_messages
-from adapter.spark.session import build_session
+from adapter.spark.session import build_session, stop_session
 from adapter.spark.streaming import batches, input_rows, run_query, start_foreach_batch
 
 log = logging.getLogger(__name__)
@@ -163,4 +163,4 @@ def run_points(
         return result
     finally:
         if own:
-            session.stop()
+            stop_session(session)

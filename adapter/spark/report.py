@@ -6,7 +6,10 @@ credits what was committed; the telemetry job measures the adapter; :func:`run_r
 both on one session and adds the commit-to-ledger time of each credited payment (credited_at,
 when its batch was merged, minus committed_at, when its commit reached the topic).
 :func:`format_report` prints the tables; :func:`draw_chart` draws lateness per delay level and
-commit-to-ledger time with matplotlib (a pinned dependency of the ``spark`` extra).
+commit-to-ledger time with matplotlib (a pinned dependency of the ``spark`` extra): each bar
+names its sample count and value, a zero is drawn as a visible mark, and the payments of a
+first MERGE into a ledger that already held rows are marked when they were slow (cold code
+paths of the JVM: seconds, once per job).
 
 Known gaps: ``credited_at`` is taken when the batch's MERGE starts, so commit-to-ledger here is
 short of the time until the rows are readable by the MERGE's own duration; ``bench/spark.py``
@@ -16,8 +19,9 @@ measures the full time from the producer's commit to the MERGE's return.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -25,7 +29,14 @@ from pyspark.sql import functions as F
 from adapter.spark import ledger
 from adapter.spark.config import SparkJobConfig
 from adapter.spark.points import PointsResult, run_points
-from adapter.spark.session import build_session
+from adapter.spark.results import (
+    BandLateness,
+    LevelLateness,
+    format_lateness,
+    format_points,
+    format_transactions,
+)
+from adapter.spark.session import build_session, stop_session
 from adapter.spark.telemetry import TelemetryResult, run_telemetry
 
 
@@ -35,9 +46,30 @@ class SparkReport:
     telemetry: TelemetryResult
     commit_to_ledger_ms: list[float]
     """One value per credited ledger row, in commit order."""
+    ledger_batches: list[int] = field(default_factory=list)
+    """The ledger batch of each value of :attr:`commit_to_ledger_ms` (empty: not known)."""
 
     def commit_to_ledger_percentile(self, q: float) -> float | None:
         return _percentile(self.commit_to_ledger_ms, q)
+
+    def cold_merge(self) -> tuple[int, list[int]] | None:
+        """The first batch whose payments took over twice the others' median, and the indexes
+        of its payments: a batch whose code paths ran for the first time in the JVM (the first
+        MERGE into a ledger that holds rows, unless warmed). Only the first two batches are
+        looked at; None when no batch stands out, or there is only one."""
+        by_batch: dict[int, list[int]] = {}
+        for i, batch in enumerate(self.ledger_batches):
+            by_batch.setdefault(batch, []).append(i)
+        for batch in sorted(by_batch)[:2]:
+            slow = [self.commit_to_ledger_ms[i] for i in by_batch[batch]]
+            others = others_of(self.commit_to_ledger_ms, by_batch[batch])
+            if others and min(slow) > 2 * statistics.median(others):
+                return batch, by_batch[batch]
+        return None
+
+
+def others_of(values: list[float], excluded: list[int]) -> list[float]:
+    return [v for i, v in enumerate(values) if i not in excluded]
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -47,19 +79,26 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def commit_to_ledger_ms(spark: SparkSession, table: Path) -> list[float]:
-    """credited_at - committed_at of each credited row, in ms, ordered by commit time."""
+def commit_to_ledger(spark: SparkSession, table: Path) -> tuple[list[float], list[int]]:
+    """credited_at - committed_at of each credited row, in ms, ordered by commit time; and the
+    ledger batch of each."""
     rows = (
         ledger.ledger_rows(spark, table)
         .where(F.col("status") == ledger.CREDITED)
         .select(
             (F.unix_micros("credited_at") / 1000 - F.unix_millis("committed_at")).alias("ms"),
+            "batch_id",
             "committed_at",
         )
         .orderBy("committed_at")
         .collect()
     )
-    return [float(r["ms"]) for r in rows]
+    return [float(r["ms"]) for r in rows], [int(r["batch_id"]) for r in rows]
+
+
+def commit_to_ledger_ms(spark: SparkSession, table: Path) -> list[float]:
+    """credited_at - committed_at of each credited row, in ms, ordered by commit time."""
+    return commit_to_ledger(spark, table)[0]
 
 
 def run_report(
@@ -73,11 +112,11 @@ def run_report(
     try:
         points = run_points(points_config.with_(available_now=True), session)
         telemetry = run_telemetry(telemetry_config.with_(available_now=True), session)
-        latency = commit_to_ledger_ms(session, points_config.table)
-        return SparkReport(points=points, telemetry=telemetry, commit_to_ledger_ms=latency)
+        latency, batches = commit_to_ledger(session, points_config.table)
+        return SparkReport(points, telemetry, latency, batches)
     finally:
         if own:
-            session.stop()
+            stop_session(session)
 
 
 def _ms(value: float | None) -> str:
@@ -86,15 +125,7 @@ def _ms(value: float | None) -> str:
 
 def format_report(report: SparkReport, *, top: int = 10) -> str:
     """The report as plain-text tables."""
-    lines = ["points ledger (Delta, MERGE on msg_id)"]
-    p = report.points
-    lines.append(
-        f"  {p.credited} payments credited, {p.rejected} rejected; this run read "
-        f"{p.input_rows} messages in {p.batches} batches"
-    )
-    lines.append(f"  {'member':<24}{'points':>10}")
-    for user, points in sorted(p.balances.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
-        lines.append(f"  {user:<24}{points:>10,}")
+    lines = format_points(report.points, top=top).splitlines()
     c = report.commit_to_ledger_ms
     if c:
         lines.append(
@@ -102,70 +133,93 @@ def format_report(report: SparkReport, *, top: int = 10) -> str:
             f"p99 {_ms(report.commit_to_ledger_percentile(0.99))} ms, max {_ms(max(c))} ms, "
             f"mean {_ms(statistics.fmean(c))} ms"
         )
+    cold = report.cold_merge()
+    if cold is not None:
+        slow = [c[i] for i in cold[1]]
+        lines.append(
+            f"  the {len(slow)} payment(s) of batch {cold[0]} took {_ms(min(slow))}-"
+            f"{_ms(max(slow))} ms, the others {_ms(statistics.median(others_of(c, cold[1])))} ms "
+            "at the median: its code paths ran for the first time in the JVM (once a job)"
+        )
     t = report.telemetry
-    lines.append("")
-    lines.append("delay lateness (delivered - due), ms")
-    lines.append(f"  {'level':>5}{'deliveries':>12}{'p50':>10}{'p99':>10}{'max':>10}")
-    for row in t.lateness:
-        lines.append(
-            f"  {row.level:>5}{row.deliveries:>12}{_ms(row.p50_ms):>10}"
-            f"{_ms(row.p99_ms):>10}{_ms(row.max_ms):>10}"
-        )
-    if not t.lateness:
-        lines.append("  (no delayed message delivered)")
-    lines.append("")
-    lines.append("transactions per producer group")
-    lines.append(
-        f"  {'group':<28}{'txns':>6}{'commit':>8}{'rollbk':>8}{'discard':>8}{'pending':>8}"
-        f"{'checks':>8}{'max chk':>8}{'commit p50':>12}"
-    )
-    for g in t.transactions:
-        lines.append(
-            f"  {g.producer_group[:27]:<28}{g.transactions:>6}{g.commits:>8}{g.rollbacks:>8}"
-            f"{g.discards:>8}{g.pending:>8}{g.checks:>8}{g.max_checks_per_transaction:>8}"
-            f"{_ms(g.commit_p50_ms):>10} ms"
-        )
+    lines += ["", *format_lateness(t), "", *format_transactions(t)]
     if t.undecodable:
         lines.append(f"  {t.undecodable} system records did not decode (kept in the facts table)")
     return "\n".join(lines)
 
 
+def _bars(axis: Any, report: SparkReport) -> None:
+    """Lateness per delay level and per timer band: p50, p99 and max, each bar with its value,
+    each group with its sample count; a value of 0 is a visible mark on the axis."""
+    groups: list[tuple[str, int, LevelLateness | BandLateness]] = [
+        (f"level {r.level}", r.deliveries, r) for r in report.telemetry.lateness
+    ]
+    groups += [(f"timer {r.label}", r.deliveries, r) for r in report.telemetry.timers]
+    if not groups:
+        axis.text(0.5, 0.5, "no delayed message delivered", ha="center", va="center")
+        return
+    xs = list(range(len(groups)))
+    width = 0.27
+    top = max(max(g[2].max_ms for g in groups), 1.0)
+    for i, (label, attribute) in enumerate(
+        (("p50", "p50_ms"), ("p99", "p99_ms"), ("max", "max_ms"))
+    ):
+        values = [float(getattr(g[2], attribute)) for g in groups]
+        places = [x + (i - 1) * width for x in xs]
+        bars = axis.bar(places, values, width, label=label)
+        colour = bars.patches[0].get_facecolor() if bars.patches else None
+        for x, value in zip(places, values, strict=True):
+            if value == 0:  # a bar of height 0 draws nothing: mark it
+                axis.plot([x - width / 2, x + width / 2], [0, 0], color=colour, linewidth=3)
+            axis.annotate(
+                f"{value:,.0f}", (x, max(value, 0)), xytext=(0, 2), textcoords="offset points",
+                ha="center", va="bottom", fontsize=7,
+            )  # fmt: skip
+    axis.set_xticks(
+        xs, [f"{label}\n{n} sample{'' if n == 1 else 's'}" for label, n, _ in groups], fontsize=8
+    )
+    axis.set_ylim(min(0.0, axis.get_ylim()[0]), top * 1.18)
+    axis.axhline(0, color="black", linewidth=0.6)
+    axis.legend(fontsize=8)
+
+
+def _latency(axis: Any, report: SparkReport) -> None:
+    """Commit-to-ledger per payment, its median, and the cold first MERGE marked."""
+    latency = report.commit_to_ledger_ms
+    if not latency:
+        axis.text(0.5, 0.5, "no payment credited", ha="center", va="center")
+        return
+    xs = list(range(1, len(latency) + 1))
+    axis.plot(xs, latency, marker="o", markersize=3, linewidth=1)
+    p50 = report.commit_to_ledger_percentile(0.5)
+    if p50 is not None:
+        axis.axhline(p50, color="grey", linestyle="--", label=f"p50 {p50:,.0f} ms")
+    cold = report.cold_merge()
+    if cold is not None:
+        points = [(xs[i], latency[i]) for i in cold[1]]
+        axis.scatter(*zip(*points, strict=True), s=40, facecolors="none", edgecolors="red")
+        x, y = max(points, key=lambda p: p[1])
+        axis.annotate(
+            f"batch {cold[0]}: code paths run for the\nfirst time in the JVM (once a job)",
+            (x, y), xytext=(-12, -6), textcoords="offset points", fontsize=8, color="red",
+            ha="right", va="top", arrowprops={"arrowstyle": "->", "color": "red"},
+        )  # fmt: skip
+    axis.legend(fontsize=8)
+
+
 def draw_chart(report: SparkReport, path: Path) -> Path:
-    """A PNG: lateness per delay level (p50, p99, max) and commit-to-ledger time per payment."""
+    """A PNG: lateness per delay level and timer band, and commit-to-ledger per payment."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    levels = report.telemetry.lateness
-    if levels:
-        xs = list(range(len(levels)))
-        width = 0.27
-        for i, (label, values) in enumerate(
-            (
-                ("p50", [r.p50_ms for r in levels]),
-                ("p99", [r.p99_ms for r in levels]),
-                ("max", [r.max_ms for r in levels]),
-            )
-        ):
-            left.bar([x + (i - 1) * width for x in xs], values, width, label=label)
-        left.set_xticks(xs, [f"level {r.level}\n({r.deliveries})" for r in levels])
-        left.legend()
-    else:
-        left.text(0.5, 0.5, "no delayed message delivered", ha="center", va="center")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
+    _bars(left, report)
     left.set_title("Delayed delivery lateness (delivered - due)")
     left.set_ylabel("ms")
-    latency = report.commit_to_ledger_ms
-    if latency:
-        right.plot(range(1, len(latency) + 1), latency, marker="o", markersize=3, linewidth=1)
-        p50 = report.commit_to_ledger_percentile(0.5)
-        if p50 is not None:
-            right.axhline(p50, color="grey", linestyle="--", label=f"p50 {p50:,.0f} ms")
-            right.legend()
-    else:
-        right.text(0.5, 0.5, "no payment credited", ha="center", va="center")
+    _latency(right, report)
     right.set_title("Commit to ledger, per payment")
     right.set_xlabel("payment (commit order)")
     right.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -16,6 +16,7 @@ job-level settings re-applied.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -111,6 +112,31 @@ def _launch_driver_jvm(conf: SparkConf) -> None:
     stderr = getattr(getattr(gateway, "proc", None), "stderr", None)
     if stderr is not None:
         forward_in_background(stderr)
+
+
+def stop_session(spark: SparkSession, timeout_s: float = 30.0) -> None:
+    """Stop ``spark`` and, when this process launched its driver JVM, end the JVM and wait
+    until it has exited (up to ``timeout_s``, then kill it): ``SparkSession.stop`` returns
+    while the JVM still runs, for seconds, and a caller that returns then leaves it behind."""
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    spark.stop()
+    if proc is None:
+        return
+    with contextlib.suppress(Exception):  # the gateway may already be gone
+        gateway.shutdown()  # type: ignore[union-attr]
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        proc.stdin.close()  # the JVM (PythonGatewayServer) exits when its standard input ends
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        log.warning(
+            "the driver JVM had not exited %.0f s after the session stopped; killed", timeout_s
+        )
+        proc.kill()
+        proc.wait(10)
 
 
 def driver_jvm_pid(spark: SparkSession) -> int | None:

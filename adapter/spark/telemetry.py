@@ -8,17 +8,22 @@ from what the adapter leaves in Kafka:
   topic uses ``LogAppendTime``, so the broker's clock): due = store time + the level's delay;
 - the real topics (message reader): the delivered copy (it carries ``REAL_TOPIC``) and when it
   was produced. A message and its delivery meet on (msg_id, reconsume_times, topic), so each
-  retry of one message is its own delivery. lateness = delivered - due;
+  retry of one message is its own delivery. lateness = delivered - due. A timer message
+  (``TIMER_DELIVER_MS``) is due at its deliver time, and is counted per band of how far ahead
+  it was set (``< 1s``, ``1-10s``, ... ``>= 1d``);
 - ``RMQ_SYS_TRANS_HALF_TOPIC`` and ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` (system reader): each half
   message, and each COMMIT, ROLLBACK, CHECK and DISCARD the coordinators applied.
 
-Each event becomes one row of a ``facts`` Delta table, merged on a key made of the event's
-identity (so a replayed batch adds nothing), and at each batch the two small summary tables
-are recomputed from the facts and overwritten: ``delay_lateness`` (per level: deliveries, p50,
-p99 and max lateness in ms) and ``transactions`` (per producer group: transactions, commits,
-rollbacks, discards, pending, checks, checked transactions, max and mean checks per
-transaction, commit latency p50/p99 from half stored to commit applied). ``--table DIR`` holds
-the three tables (``DIR/facts``, ``DIR/delay_lateness``, ``DIR/transactions``).
+Each event becomes one row of a ``facts`` Delta table (:mod:`.telemetry_facts`), merged on a
+key made of the event's identity (so a replayed batch adds nothing; the first batch of a new
+table is written, not merged), and the two small summary tables are recomputed from the facts
+and overwritten: at each batch of a continuous run, once at the end of an ``availableNow``
+one: ``delay_lateness`` (per level, then per timer band: deliveries, p50, p99 and max lateness
+in ms) and ``transactions`` (per producer group: transactions, commits, rollbacks, discards,
+pending, checks, checked transactions, max and mean checks per transaction, commit latency
+p50/p99 from half stored to commit applied). ``--table DIR`` holds the three tables
+(``DIR/facts``, ``DIR/delay_lateness``, ``DIR/transactions``). The result (:mod:`.results`) is
+taken from the summaries just computed, not read back.
 
 Known gaps: the delivered time is the record timestamp the forwarder's producer gave it (just
 before its Kafka transaction commits), not the commit itself; the forwarder's own histogram
@@ -34,171 +39,59 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
 
-from adapter import naming
-from adapter import properties as prop
 from adapter.delay import DelayLevels
 from adapter.spark.config import SparkJobConfig
 from adapter.spark.ledger import table_exists
-from adapter.spark.reader import read_messages, read_system
-from adapter.spark.session import build_session
+from adapter.spark.results import BandLateness, GroupOutcomes, LevelLateness, TelemetryResult
+from adapter.spark.session import build_session, stop_session
 from adapter.spark.streaming import batches, input_rows, run_query, start_foreach_batch
+from adapter.spark.telemetry_facts import (
+    DELIVERED,
+    HALF,
+    OP,
+    SCHEDULED,
+    TIMER,
+    TIMER_BANDS,
+    UNDECODABLE,
+    telemetry_facts,
+)
+
+__all__ = [
+    "BandLateness",
+    "GroupOutcomes",
+    "LevelLateness",
+    "TelemetryResult",
+    "run_telemetry",
+    "start_telemetry",
+    "telemetry_result",
+]
 
 log = logging.getLogger(__name__)
 
 QUERY_NAME = "rmq_adapter_telemetry"
 FACTS, LATENESS, TRANSACTIONS = "facts", "delay_lateness", "transactions"
-
-SCHEDULED, DELIVERED, HALF, OP, UNDECODABLE = (
-    "scheduled",
-    "delivered",
-    "half",
-    "op",
-    "undecodable",
-)
-TERMINAL_OPS = ("COMMIT", "ROLLBACK", "DISCARD")
-
-FACT_SCHEMA = StructType(
-    [
-        StructField("fact_key", StringType(), False),
-        StructField("kind", StringType(), False),
-        StructField("msg_id", StringType(), True),
-        StructField("reconsume_times", IntegerType(), True),
-        StructField("topic", StringType(), True),
-        StructField("level", IntegerType(), True),
-        StructField("op", StringType(), True),
-        StructField("producer_group", StringType(), True),
-        StructField("check_times", IntegerType(), True),
-        StructField("event_ts", TimestampType(), True),
-        StructField("error", StringType(), True),
-    ]
-)
-"""One event: ``msg_id`` is the message id (the transaction id for ``half`` and ``op``)."""
-
-
-def _facts(rows: DataFrame, **columns: Column) -> DataFrame:
-    """``rows`` projected onto :data:`FACT_SCHEMA` (columns not given are null)."""
-    return rows.select(
-        *[
-            (columns[f.name] if f.name in columns else F.lit(None)).cast(f.dataType).alias(f.name)
-            for f in FACT_SCHEMA.fields
-        ]
-    )
-
-
-def _key(*parts: Column | str) -> Column:
-    return F.concat_ws("|", *[F.lit(p) if isinstance(p, str) else p.cast("string") for p in parts])
-
-
-def _or_undecodable(rows: DataFrame, kind: str, key: Column, **columns: Column) -> DataFrame:
-    """System-topic rows as facts of ``kind``; a row whose value did not decode becomes an
-    ``undecodable`` fact instead (its reason, its system topic, its position as the key).
-    One pass over the rows: the source is read once."""
-    bad = F.col("error").isNotNull()
-    position = _key(UNDECODABLE, F.col("topic"), F.col("queue_id"), F.col("queue_offset"))
-    chosen = {name: F.when(~bad, value) for name, value in columns.items()}
-    chosen["fact_key"] = F.when(bad, position).otherwise(key)
-    chosen["kind"] = F.when(bad, F.lit(UNDECODABLE)).otherwise(F.lit(kind))
-    chosen["error"] = F.col("error")
-    chosen["topic"] = F.when(bad, F.col("topic")).otherwise(columns.get("topic", F.lit(None)))
-    chosen["event_ts"] = F.when(bad, F.col("store_timestamp")).otherwise(
-        columns.get("event_ts", F.col("store_timestamp"))
-    )
-    return _facts(rows, **chosen)
-
-
-def scheduled_facts(schedule: DataFrame) -> DataFrame:
-    """Decoded ``SCHEDULE_TOPIC_XXXX`` rows (:mod:`adapter.spark.system_topics`) as facts."""
-    r = F.col("record")
-    return _or_undecodable(
-        schedule,
-        SCHEDULED,
-        _key(SCHEDULED, r.unique_key, r.reconsume_times, r.topic),
-        msg_id=r.unique_key,
-        reconsume_times=r.reconsume_times,
-        topic=r.topic,
-        level=r.level,
-        event_ts=F.col("store_timestamp"),
-    )
-
-
-def delivered_facts(messages: DataFrame) -> DataFrame:
-    """Reader rows of messages the schedule forwarder delivered (they carry ``REAL_TOPIC``)."""
-    forwarded = messages.where(F.col("properties").getItem(prop.REAL_TOPIC).isNotNull())
-    return _facts(
-        forwarded,
-        fact_key=_key(DELIVERED, F.col("msg_id"), F.col("reconsume_times"), F.col("topic")),
-        kind=F.lit(DELIVERED),
-        msg_id=F.col("msg_id"),
-        reconsume_times=F.col("reconsume_times"),
-        topic=F.col("topic"),
-        event_ts=F.col("store_timestamp"),
-    )
-
-
-def half_facts(halves: DataFrame) -> DataFrame:
-    """Decoded ``RMQ_SYS_TRANS_HALF_TOPIC`` rows as facts (one per half message stored)."""
-    r = F.col("record")
-    return _or_undecodable(
-        halves,
-        HALF,
-        _key(HALF, F.col("queue_id"), F.col("queue_offset")),
-        msg_id=r.transaction_id,
-        topic=r.topic,
-        producer_group=r.producer_group,
-        event_ts=F.col("store_timestamp"),
-    )
-
-
-def op_facts(ops: DataFrame) -> DataFrame:
-    """Decoded ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` rows as facts (one per operation applied)."""
-    r = F.col("record")
-    return _or_undecodable(
-        ops,
-        OP,
-        _key(OP, r.transaction_id, r.kind, r.half_partition, r.half_offset, r.check_times),
-        msg_id=r.transaction_id,
-        op=r.kind,
-        producer_group=r.producer_group,
-        check_times=r.check_times,
-        event_ts=r.timestamp,
-    )
+LEVEL, BAND = "level", "timer"
+"""The kinds of a ``delay_lateness`` row: a delay level, or a band of timer messages."""
 
 
 def _ms(ts: Column) -> Column:
     return F.unix_millis(ts)
 
 
-def lateness_per_level(facts: DataFrame, levels: DelayLevels) -> DataFrame:
-    """``level, deliveries, p50_ms, p99_ms, max_ms``: delivered time minus due time."""
-    delays = F.create_map(
-        *[
-            item
-            for level in range(1, levels.max_level + 1)
-            for item in (F.lit(level), F.lit(levels.delay_ms(level)))
-        ]
-    )
-    # timer messages (level 0, one record per hop) are measured by the forwarder's histogram
-    scheduled = facts.where((F.col("kind") == SCHEDULED) & (F.col("level") >= 1)).select(
-        "msg_id", "reconsume_times", "topic", "level", F.col("event_ts").alias("stored_ts")
-    )
-    delivered = facts.where(F.col("kind") == DELIVERED).select(
-        "msg_id", "reconsume_times", "topic", F.col("event_ts").alias("delivered_ts")
-    )
-    lateness = (
-        _ms(F.col("delivered_ts")) - _ms(F.col("stored_ts")) - F.element_at(delays, F.col("level"))
-    )
+def _lateness(due: DataFrame, delivered: DataFrame, kind: str) -> DataFrame:
+    """``kind, level, deliveries, p50_ms, p99_ms, max_ms`` of ``due`` rows (``due_ms`` per
+    message and ``level``) met with their deliveries."""
+    lateness = _ms(F.col("delivered_ts")) - F.col("due_ms")
     return (
-        scheduled.join(delivered, ["msg_id", "reconsume_times", "topic"])
+        due.join(delivered, ["msg_id", "reconsume_times", "topic"])
         .withColumn("lateness_ms", lateness)
         .groupBy("level")
         .agg(
@@ -207,7 +100,38 @@ def lateness_per_level(facts: DataFrame, levels: DelayLevels) -> DataFrame:
             F.percentile("lateness_ms", 0.99).alias("p99_ms"),
             F.max("lateness_ms").cast("double").alias("max_ms"),
         )
-        .orderBy("level")
+        .select(F.lit(kind).alias("kind"), "*")
+    )
+
+
+def lateness_per_level(facts: DataFrame, levels: DelayLevels) -> DataFrame:
+    """``kind, level, deliveries, p50_ms, p99_ms, max_ms``: delivered time minus due time, per
+    delay level (kind ``level``), then per band of timer messages (kind ``timer``; ``level``
+    is the band, :data:`~.telemetry_facts.TIMER_BANDS`)."""
+    delays = F.create_map(
+        *[
+            item
+            for level in range(1, levels.max_level + 1)
+            for item in (F.lit(level), F.lit(levels.delay_ms(level)))
+        ]
+    )
+    keys = ["msg_id", "reconsume_times", "topic"]
+    delivered = facts.where(F.col("kind") == DELIVERED).select(
+        *keys, F.col("event_ts").alias("delivered_ts")
+    )
+    # timer messages' hops (level 0) are not delays of a level: their deliveries are timers
+    scheduled = facts.where((F.col("kind") == SCHEDULED) & (F.col("level") >= 1)).select(
+        *keys,
+        "level",
+        (_ms(F.col("event_ts")) + F.element_at(delays, F.col("level"))).alias("due_ms"),
+    )
+    timers = facts.where(F.col("kind") == TIMER).select(
+        *keys, "level", _ms(F.col("event_ts")).alias("due_ms")
+    )
+    return (
+        _lateness(scheduled, delivered, LEVEL)
+        .unionByName(_lateness(timers, delivered, BAND))
+        .orderBy(F.col("kind").desc(), "level")
     )
 
 
@@ -252,38 +176,61 @@ def transaction_outcomes(facts: DataFrame) -> DataFrame:
     )
 
 
-def _ensure_facts(spark: SparkSession, table: Path) -> None:
-    (
-        DeltaTable.createIfNotExists(spark)
-        .location(str((table / FACTS).resolve()))
-        .addColumns(FACT_SCHEMA)
-        .execute()
-    )
+@dataclass(frozen=True, slots=True)
+class Summaries:
+    """The summary tables' rows as they were written, and the undecodable facts' count."""
+
+    lateness: list[dict[str, Any]]
+    transactions: list[dict[str, Any]]
+    undecodable: int
 
 
 class TelemetrySink:
-    """``foreachBatch``: merge the batch's facts, then rewrite the two summary tables."""
+    """``foreachBatch``: merge the batch's facts (write them, for a new table); rewrite the
+    summary tables after each batch that added facts (``each_batch``), or leave that to the
+    end of the run (:meth:`finish`). :attr:`summaries` holds the last ones written."""
 
-    def __init__(self, table: Path, levels: DelayLevels) -> None:
+    def __init__(self, table: Path, levels: DelayLevels, *, each_batch: bool = True) -> None:
         self.table = table
         self.levels = levels
+        self.each_batch = each_batch
+        self.summaries: Summaries | None = None
+        self._stale = False
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         spark = batch.sparkSession
         facts_path = str((self.table / FACTS).resolve())
         facts = _dedupe(batch)
-        metrics = (
-            DeltaTable.forPath(spark, facts_path)
-            .alias("f")
-            .merge(facts.alias("n"), "f.fact_key = n.fact_key")
-            .whenNotMatchedInsertAll()
-            .execute()
-            .first()
-        )
-        inserted = int(metrics["num_inserted_rows"]) if metrics is not None else 0
-        if inserted:
-            write_summaries(spark, self.table, self.levels)
+        if table_exists(self.table / FACTS):
+            metrics = (
+                DeltaTable.forPath(spark, facts_path)
+                .alias("f")
+                .merge(facts.alias("n"), "f.fact_key = n.fact_key")
+                .whenNotMatchedInsertAll()
+                .execute()
+                .first()
+            )
+            inserted = int(metrics["num_inserted_rows"]) if metrics is not None else 0
+        else:  # the first batch: a write is one Delta commit, a create and a MERGE are two
+            facts.write.format("delta").mode("append").save(facts_path)
+            inserted = _written_rows(spark, facts_path)
         log.info("telemetry batch merged", extra={"batch": batch_id, "new_facts": inserted})
+        if inserted:
+            self._stale = True
+            if self.each_batch:
+                self.finish(spark)
+
+    def finish(self, spark: SparkSession) -> None:
+        """Rewrite the summary tables if facts were added since they were last written."""
+        if self._stale:
+            self.summaries = write_summaries(spark, self.table, self.levels)
+            self._stale = False
+
+
+def _written_rows(spark: SparkSession, path: str) -> int:
+    last = DeltaTable.forPath(spark, path).history(1).select("operationMetrics").first()
+    metrics = last["operationMetrics"] if last is not None else None
+    return int((metrics or {}).get("numOutputRows", 0))
 
 
 def _dedupe(facts: DataFrame) -> DataFrame:
@@ -291,78 +238,38 @@ def _dedupe(facts: DataFrame) -> DataFrame:
     return facts.dropDuplicates(["fact_key"])
 
 
-def write_summaries(spark: SparkSession, table: Path, levels: DelayLevels) -> None:
-    """Recompute ``delay_lateness`` and ``transactions`` from the facts and overwrite them."""
+def write_summaries(spark: SparkSession, table: Path, levels: DelayLevels) -> Summaries:
+    """Recompute ``delay_lateness`` and ``transactions`` from the facts and overwrite them;
+    their rows (small) are collected once and written from memory, not computed twice."""
     facts = spark.read.format("delta").load(str((table / FACTS).resolve()))
+    collected: dict[str, list[Row]] = {}
     for name, frame in (
         (LATENESS, lateness_per_level(facts, levels)),
         (TRANSACTIONS, transaction_outcomes(facts)),
     ):
+        collected[name] = frame.collect()
         (
-            frame.coalesce(1)
+            spark.createDataFrame(collected[name], frame.schema)
+            .coalesce(1)
             .write.format("delta")
             .mode("overwrite")
             .option("overwriteSchema", "true")
             .save(str((table / name).resolve()))
         )
+    undecodable = facts.where(F.col("kind") == UNDECODABLE).count()
+    return Summaries(
+        lateness=[r.asDict() for r in collected[LATENESS]],
+        transactions=[r.asDict() for r in collected[TRANSACTIONS]],
+        undecodable=undecodable,
+    )
 
 
-def telemetry_facts(spark: SparkSession, config: SparkJobConfig) -> DataFrame:
-    """The streaming union of every fact source (the real topics and three system topics)."""
-    schedule = read_system(spark, config, naming.SCHEDULE_TOPIC)
-    halves = read_system(spark, config, naming.TRANS_HALF_TOPIC)
-    ops = read_system(spark, config, naming.TRANS_OP_TOPIC)
-    parts = [
-        delivered_facts(read_messages(spark, config)),
-        scheduled_facts(schedule),
-        half_facts(halves),
-        op_facts(ops),
-    ]
-    return reduce(DataFrame.unionByName, parts)
-
-
-def start_telemetry(spark: SparkSession, config: SparkJobConfig) -> StreamingQuery:
-    _ensure_facts(spark, config.table)
+def start_telemetry(
+    spark: SparkSession, config: SparkJobConfig, sink: TelemetrySink | None = None
+) -> StreamingQuery:
     levels = DelayLevels.parse(config.delay_levels) if config.delay_levels else DelayLevels.parse()
-    sink = TelemetrySink(config.table, levels)
+    sink = sink or TelemetrySink(config.table, levels, each_batch=not config.available_now)
     return start_foreach_batch(telemetry_facts(spark, config), QUERY_NAME, sink, config)
-
-
-@dataclass(frozen=True, slots=True)
-class LevelLateness:
-    level: int
-    deliveries: int
-    p50_ms: float
-    p99_ms: float
-    max_ms: float
-
-
-@dataclass(frozen=True, slots=True)
-class GroupOutcomes:
-    producer_group: str
-    transactions: int
-    commits: int
-    rollbacks: int
-    discards: int
-    pending: int
-    checks: int
-    checked_transactions: int
-    max_checks_per_transaction: int
-    mean_checks_per_transaction: float
-    commit_p50_ms: float | None
-    commit_p99_ms: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class TelemetryResult:
-    input_rows: int
-    batches: int
-    lateness: list[LevelLateness]
-    transactions: list[GroupOutcomes]
-    undecodable: int
-
-    def group(self, producer_group: str) -> GroupOutcomes | None:
-        return next((g for g in self.transactions if g.producer_group == producer_group), None)
 
 
 def _rows(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
@@ -375,21 +282,44 @@ def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _read_summaries(spark: SparkSession, table: Path) -> Summaries:
+    """The summary tables as the last run left them (a run that added no facts)."""
+    facts = table / FACTS
+    undecodable = 0
+    if table_exists(facts):
+        frame = spark.read.format("delta").load(str(facts.resolve()))
+        undecodable = frame.where(F.col("kind") == UNDECODABLE).count()
+    return Summaries(
+        lateness=_rows(spark, table / LATENESS),
+        transactions=_rows(spark, table / TRANSACTIONS),
+        undecodable=undecodable,
+    )
+
+
 def telemetry_result(
-    spark: SparkSession, config: SparkJobConfig, queries: list[StreamingQuery]
+    spark: SparkSession,
+    config: SparkJobConfig,
+    queries: list[StreamingQuery],
+    summaries: Summaries | None = None,
 ) -> TelemetryResult:
-    """The summary tables as Python data (for reports and tests)."""
-    table = config.table
-    facts = spark.read.format("delta").load(str((table / FACTS).resolve()))
+    """The summaries as Python data (for reports and tests): ``summaries`` when the run just
+    wrote them, else read back from the tables."""
+    found = summaries or _read_summaries(spark, config.table)
+    ordered = sorted(found.lateness, key=lambda r: (str(r.get("kind") or LEVEL), int(r["level"])))
+    measured = [
+        (str(r.get("kind") or LEVEL), int(r["level"]), int(r["deliveries"]), r) for r in ordered
+    ]
     lateness = [
-        LevelLateness(
-            level=int(r["level"]),
-            deliveries=int(r["deliveries"]),
-            p50_ms=float(r["p50_ms"]),
-            p99_ms=float(r["p99_ms"]),
-            max_ms=float(r["max_ms"]),
+        LevelLateness(level, n, float(r["p50_ms"]), float(r["p99_ms"]), float(r["max_ms"]))
+        for kind, level, n, r in measured
+        if kind == LEVEL
+    ]
+    timers = [
+        BandLateness(
+            band, TIMER_BANDS[band], n, float(r["p50_ms"]), float(r["p99_ms"]), float(r["max_ms"])
         )
-        for r in sorted(_rows(spark, table / LATENESS), key=lambda r: int(r["level"]))
+        for kind, band, n, r in measured
+        if kind == BAND and 0 <= band < len(TIMER_BANDS)
     ]
     groups = [
         GroupOutcomes(
@@ -406,14 +336,15 @@ def telemetry_result(
             commit_p50_ms=_float(r["commit_p50_ms"]),
             commit_p99_ms=_float(r["commit_p99_ms"]),
         )
-        for r in _rows(spark, table / TRANSACTIONS)
+        for r in sorted(found.transactions, key=lambda r: str(r["producer_group"]))
     ]
     return TelemetryResult(
         input_rows=input_rows(queries),
         batches=batches(queries),
         lateness=lateness,
         transactions=groups,
-        undecodable=facts.where(F.col("kind") == UNDECODABLE).count(),
+        undecodable=found.undecodable,
+        timers=timers,
     )
 
 
@@ -424,12 +355,18 @@ def run_telemetry(
     stop: threading.Event | None = None,
 ) -> TelemetryResult:
     """Run the telemetry job (``available_now``: until Kafka's current end; else until
-    ``stop``). Uses ``spark`` if given, else builds a session and stops it at the end."""
+    ``stop``). Uses ``spark`` if given, else builds a session and stops it at the end (its
+    JVM exited)."""
     own = spark is None
     session = spark if spark is not None else build_session(config)
     try:
-        queries = run_query(lambda: start_telemetry(session, config), stop)
-        result = telemetry_result(session, config, queries)
+        levels = (
+            DelayLevels.parse(config.delay_levels) if config.delay_levels else DelayLevels.parse()
+        )
+        sink = TelemetrySink(config.table, levels, each_batch=not config.available_now)
+        queries = run_query(lambda: start_telemetry(session, config, sink), stop)
+        sink.finish(session)
+        result = telemetry_result(session, config, queries, sink.summaries)
         log.info(
             "telemetry job done",
             extra={"input_rows": result.input_rows, "levels": len(result.lateness)},
@@ -437,4 +374,4 @@ def run_telemetry(
         return result
     finally:
         if own:
-            session.stop()
+            stop_session(session)

@@ -248,6 +248,8 @@ def test_the_points_job_runs_unchanged_on_a_standalone_cluster_with_the_same_led
             "--table",
             str(on_cluster.table),
             "--available-now",
+            "--json",
+            str(tmp_path / "result.json"),
         ),
         tmp_path / "cluster-driver.log",
     )
@@ -256,8 +258,9 @@ def test_the_points_job_runs_unchanged_on_a_standalone_cluster_with_the_same_led
     local = run_points(on_local, spark)
 
     assert driver.wait(200) == 0, driver.output[-3000:]
-    printed = json.loads(driver.output.strip().splitlines()[-1])
+    printed = json.loads((tmp_path / "result.json").read_text())
     assert (printed["job"], printed["credited"], printed["input_rows"]) == ("points", 25, 26)
+    assert "25 payments credited, 0 rejected; this run read 26 messages" in driver.output
     wait_until(  # the master lists the application once its driver has stopped
         lambda: (
             [a["name"] for a in standalone_cluster.state()["completedapps"]]

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,35 @@ def test_outside_a_checkout_the_jars_are_fetched_into_the_user_cache_once(
     assert "(100 %)" in shown
     assert jars.locate().directory == found.directory, "the second time, from the cache"
     assert capsys.readouterr().err == ""
+
+
+def test_a_job_returns_only_once_its_driver_jvm_has_exited(
+    system_topics: str, new_topic: Any, children: Any, tmp_path: Path
+) -> None:
+    topic = new_topic(1, "Nothing")
+    driver = children(
+        cli_command(
+            "telemetry", "--bootstrap", system_topics, "--topic", topic, "--available-now",
+            "--checkpoint", str(tmp_path / "c"), "--table", str(tmp_path / "t"),
+        ),
+        tmp_path / "driver.log",
+    )  # fmt: skip
+    assert driver.wait(180) == 0, driver.output[-3000:]
+    # The driver runs in a process group of its own: nothing of it (its JVM) may outlive it.
+    assert running_in_group(driver.process.pid) == []
+    assert "this run read 0 records in 0 batches" in driver.output
+
+
+def running_in_group(pgid: int) -> list[str]:
+    """The processes of group ``pgid`` that still run (zombies excepted: spark-class leaves a
+    finished shell of its launcher, which the system reaps once its parent has gone)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, fields = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        state, _ppid, group = fields.split()[:3]
+        if int(group) == pgid and state != "Z":
+            found.append(name.split("(", 1)[1])
+    return found

@@ -1,7 +1,8 @@
 """Telemetry numbers for a known input, and the demo's report and chart.
 
-Known input: five delayed messages (three at level 1, two at level 2) delivered by a real
-schedule forwarder, and seven transactional payments of one producer group through a real
+Known input: five delayed messages (three at level 1, two at level 2) and three timer
+messages (5.x ``delivery_timestamp`` 1.5 s ahead: band ``1-10s``) delivered by a real schedule
+forwarder, and seven transactional payments of one producer group through a real
 coordinator with short check settings: three committed, two rolled back, one committed at its
 second check, one never decided (checked twice, then discarded). The expected lateness of each
 delivery is computed here from the Kafka records themselves (the SCHEDULE record's append time
@@ -11,6 +12,7 @@ plus the level's delay, against the delivered record's time), independently of t
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +22,7 @@ import numpy as np
 import pytest
 from pyspark.sql import SparkSession
 
-from adapter import naming
+from adapter import naming, v5
 from adapter import properties as prop
 from adapter.client import Message, ReceivedMessage, TransactionStatus
 from adapter.delay import DelayLevels
@@ -74,6 +76,17 @@ def expected_lateness(bootstrap: str, topic: str, ids: set[str]) -> dict[int, li
     return dict(lateness)
 
 
+def expected_timer_lateness(bootstrap: str, topic: str, ids: set[str]) -> list[int]:
+    """Lateness in ms (delivered - deliver time) of the timer messages ``ids``, from Kafka."""
+    lateness = []
+    for record in records_of(bootstrap, naming.kafka_topic(topic), [0, 1]):
+        headers = dict(record.headers() or [])
+        if headers.get(prop.UNIQ_KEY, b"").decode() in ids:
+            lateness.append(record.timestamp()[1] - int(headers[prop.TIMER_DELIVER_MS]))
+    assert len(lateness) == len(ids)
+    return lateness
+
+
 def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
     spark: SparkSession,
     job_config: Callable[..., SparkJobConfig],
@@ -81,15 +94,25 @@ def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
     new_topic: Callable[..., str],
     new_group: Callable[..., str],
     make_producer: Callable[..., Any],
+    make_v5_producer: Callable[..., Any],
     make_transaction_producer: Callable[..., Any],
     start_forwarder: Callable[..., Any],
     start_coordinator: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     delayed_topic, paid_topic = new_topic(2, "Reminders"), new_topic(2, "OrderPaid")
+    timer_topic = new_topic(2, "Carts")
     group = new_group("PID_pay")
     start_forwarder()
     coordinator = start_coordinator(**POLICY)
+
+    timers = make_v5_producer(timer_topic)
+    timer_ids = set()
+    for i in range(3):
+        timer = v5.Message()
+        timer.topic, timer.body = timer_topic, f"expire cart {i}".encode()
+        timer.delivery_timestamp = int(time.time() * 1000) + 1500
+        timer_ids.add(timers.send(timer).message_id)
 
     producer = make_producer()
     delayed_ids = set()
@@ -136,8 +159,10 @@ def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
     assert dict(checks) == {"late-commit": 2, "never": 2}
     committed_records(kafka_bootstrap, delayed_topic, len(delayed_ids))  # level 2: 5 s
     expected = expected_lateness(kafka_bootstrap, delayed_topic, delayed_ids)
+    committed_records(kafka_bootstrap, timer_topic, len(timer_ids))
+    timer_lateness = expected_timer_lateness(kafka_bootstrap, timer_topic, timer_ids)
 
-    config = job_config(Job.TELEMETRY, delayed_topic, name="telemetry")
+    config = job_config(Job.TELEMETRY, delayed_topic, timer_topic, name="telemetry")
     result = telemetry.run_telemetry(config, spark)
     outcome = result.group(group)
     assert outcome is not None
@@ -161,6 +186,11 @@ def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
         assert row.p99_ms == pytest.approx(float(np.percentile(values, 99)))
         assert row.max_ms == pytest.approx(float(max(values)))
         assert min(values) >= 0, "delivered before due"
+    [band] = result.timers
+    assert (band.band, band.label, band.deliveries) == (1, "1-10s", 3)
+    assert band.p50_ms == pytest.approx(float(np.percentile(timer_lateness, 50)))
+    assert band.max_ms == pytest.approx(float(max(timer_lateness)))
+    assert min(timer_lateness) >= 0, "a timer delivered before its time"
 
     # The demo's function: both jobs, availableNow, results as Python data. Telemetry runs
     # again from its checkpoint: nothing new, the same numbers.
@@ -172,8 +202,10 @@ def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
     assert report.points.balances == expected_balances(committed)
     assert len(report.commit_to_ledger_ms) == len(committed)
     assert all(ms > 0 for ms in report.commit_to_ledger_ms)
+    assert report.telemetry.timers == result.timers
     text = format_report(report)
     assert "delay lateness" in text
-    assert group[:27] in text
+    assert "timer lateness" in text
+    assert group in text
     chart = draw_chart(report, tmp_path / "report.png")
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
