@@ -35,3 +35,11 @@ def test_a_replayed_batch_counts_its_messages_as_already_present(
     assert ledger.merge_into_ledger(spark, table, entries(spark, "A", "B", "C")) == (1, 2)
     assert ledger.merge_into_ledger(spark, table, entries(spark, "A", "C")) == (0, 2)
     assert ledger.ledger_rows(spark, table).count() == 3
+
+
+def test_the_warm_up_merges_into_a_scratch_ledger_with_a_row_and_leaves_nothing(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "warm-up"
+    ledger.warm_up(spark, scratch)
+    assert not scratch.exists()
