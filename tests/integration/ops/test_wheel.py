@@ -38,6 +38,7 @@ QUICK_START = [
     "rmq-adapter topics create Orders",
     "rmq-adapter worker all",
     "python quickstart.py",
+    "rmq-adapter status",
     "rmq-adapter transactions list",
     "rmq-adapter broker stop --data-dir",
 ]
@@ -144,6 +145,9 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_readmes_quick_start(
         app = run([installed / "python", "quickstart.py"], cwd=work, env=env, timeout=90)
         assert "received 'order 1 is paid', tags Paid" in app.stdout, app.stdout
         assert "received 'please rate order 1', tags Reminder" in app.stdout, app.stdout
+        status = run([cli, "status"], cwd=work, env=env).stdout
+        [group] = [line.split() for line in status.splitlines() if "GID_quickstart" in line]
+        assert group[1:] == ["0", "0"], "nothing waits to be retried, no dead letter"
         listed = run([cli, "transactions", "list"], cwd=work, env=env).stdout
         assert "(none)" in listed, "the transaction was committed, nothing is pending"
     finally:
