@@ -9,8 +9,9 @@ Two pieces, composed by the schedule forwarder and the transaction coordinator:
 - :class:`ExactlyOnceWorker` runs turns until stopped (or, in burst mode, until idle). A failed
   turn is logged once per change of failure (then summed up every 30 s) and retried after a
   second; after 30 s of failed turns the consumer is replaced too, and rejoins the group with
-  its partitions restored from the committed positions; only a fenced worker, or one Kafka
-  refuses for good, stops, with a clear reason.
+  its partitions restored from the committed positions. It stops, with a clear reason, only
+  when fenced, refused for good by Kafka, on topics that break the layout (no retry mends
+  them), or on a :class:`~adapter.exceptions.Bug`.
 
 Known gaps: a call abandoned by the watchdog keeps its thread until librdkafka returns.
 """
@@ -28,7 +29,7 @@ from prometheus_client import CollectorRegistry
 
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import WorkerConfig
-from adapter.exceptions import AdapterError
+from adapter.exceptions import AdapterError, TopicLayoutError
 from adapter.kafka import clients, io
 from adapter.kafka.rereads import Rereads
 from adapter.kafka.transactor import Fenced, Stuck, Transactor
@@ -191,8 +192,8 @@ class ExactlyOnceWorker(ABC, Generic[C]):
                         self.start()
                     self.tx.open()  # the first turn fences earlier instances
                     moved = self.run_once()
-                except Fenced:
-                    raise
+                except (Fenced, TopicLayoutError):
+                    raise  # another live worker holds this id; the topics break the layout
                 except (KafkaException, AdapterError) as exc:
                     self.failures.failed(f"{self.name} turn (Kafka at {self.bootstrap})", exc)
                     self.last_turn_at = self.clock.monotonic()

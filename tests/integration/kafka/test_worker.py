@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from adapter.config import CoordinatorConfig, KafkaSettings
-from adapter.exceptions import Bug
+from adapter.exceptions import Bug, TopicLayoutError
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.transaction.half_state import IllegalTransition
 from tests.support import unique
@@ -46,3 +46,22 @@ def test_a_bug_stops_the_worker_at_once_with_its_reason_instead_of_being_retried
     assert "cannot become checking" in str(error)
     assert turns == 1, "not retried"
     assert not worker.failures.failing, "a bug is not an outage"
+
+
+def test_topics_that_break_the_layout_stop_the_worker_instead_of_a_retry_loop(
+    system_topics: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = TransactionCoordinator(
+        CoordinatorConfig(KafkaSettings(system_topics), worker_id=unique("layout"))
+    )
+    prepared = 0
+
+    def wrong_layout() -> None:
+        nonlocal prepared
+        prepared += 1
+        raise TopicLayoutError("RMQ_SYS_TRANS_END_TOPIC has 4 partitions, HALF 8")
+
+    monkeypatch.setattr(worker, "prepare", wrong_layout)
+    with pytest.raises(TopicLayoutError, match="4 partitions"):
+        worker.run()
+    assert prepared == 1, "not retried"
