@@ -21,6 +21,9 @@ RETRY_TOPIC = "RETRY_TOPIC"
 REAL_TOPIC = "REAL_TOPIC"
 REAL_QUEUE_ID = "REAL_QID"
 TRANSACTION_PREPARED = "TRAN_MSG"
+COPY_STAMP = "rmq.copy_stamp"
+"""On a half message only: what makes two of its copies one send, where its born time cannot
+(a client that retries through another proxy; see ``adapter.proxy.handles``). Never delivered."""
 PRODUCER_GROUP = "PGROUP"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 RECONSUME_TIME = "RECONSUME_TIME"
@@ -118,7 +121,7 @@ ROCKETMQ_SYSTEM = frozenset(
 """RocketMQ's ``MessageConst.STRING_HASH_SET`` (5.x): the names ``putUserProperty`` refuses
 and the 5.x proxy rejects as user properties (``ILLEGAL_MESSAGE_PROPERTY_KEY``)."""
 
-NOT_FOR_USERS = ROCKETMQ_SYSTEM | RESERVED | {SHARDING_KEY, START_DELIVER_TIME}
+NOT_FOR_USERS = ROCKETMQ_SYSTEM | RESERVED | {SHARDING_KEY, START_DELIVER_TIME, COPY_STAMP}
 """Names an application may not give a property of its own: RocketMQ's system names, those
 the adapter sets itself, the FIFO group of 5.x (``__SHARDINGKEY``) and the delivery time of
 the legacy clients (``__STARTDELIVERTIME``). ``CHECK_IMMUNITY_TIME_IN_SECONDS`` is the user's,

@@ -10,15 +10,16 @@ is refused there, never applied to another message.
 
 A client that gets no answer to a transactional send (its proxy died) sends the message again,
 through another proxy, with the same message id. The coordinator takes two half messages for one
-when transaction id, producer group and born time match and they share a HALF partition. So the
-proxy gives a half message a born time that every retry computes alike: the second the client
-made the message id in (5.x ids, version 01, carry it), if it is within
+when transaction id, producer group and copy stamp match and they share a HALF partition. So the
+proxy gives a half message a copy stamp (``COPY_STAMP``) that every retry computes alike: the
+second the client made the message id in (5.x ids, version 01, carry it), if it is within
 :data:`BORN_WINDOW_MS` of now; otherwise now. Its HALF partition is chosen by the client id.
+Its born time stays the proxy's now, to the millisecond: the check-back and the fast path's
+window count from it, never from when the application built the message.
 
 Known gaps: a client whose clock is off by more than the window (or whose ids are not 5.x's)
-gets its born time from the proxy's clock, and a retry through another proxy can then be
-committed twice by the check-back. Born times are whole seconds, so some decisions miss the
-producer's fast path (one second from birth) and go through the coordinator.
+gets its stamp from the proxy's clock, and a retry through another proxy can then be committed
+twice by the check-back.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def id_time_ms(message_id: str) -> int | None:
 
 
 def stable_born_ms(message_id: str, now_ms: int) -> int:
-    """The born time of a half message: the same for every send of one message, if it can."""
+    """The copy stamp of a half message: the same for every send of one message, if it can."""
     made = id_time_ms(message_id)
     behind, ahead = BORN_WINDOW_MS
     if made is None or not now_ms - behind <= made <= now_ms + ahead:

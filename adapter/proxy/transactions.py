@@ -179,10 +179,10 @@ class Transactions:
         """Write ``out``'s half message (blocking); its handle and HALF offset."""
         producer = self.producer(out.topic)
         self._sessions.serve(client_id, [out.topic])
-        born = stable_born_ms(out.message_id, self._clock.now_ms())
+        stamp = stable_born_ms(out.message_id, self._clock.now_ms())
         try:
             sent = producer.send_half(
-                out.wire, out.message_id, born_ms=born, key=client_id or out.message_id
+                out.wire, out.message_id, copy_stamp=stamp, key=client_id or out.message_id
             )
         except ProducerException as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"half message: {exc}") from exc

@@ -74,7 +74,12 @@ _FROM_FIELDS = frozenset(
     }
 )
 # Properties RocketMQ removes from the committed message (REAL_* since ever, TRAN_MSG since 4.6.1).
-_NOT_COMMITTED = _FROM_FIELDS | {prop.REAL_TOPIC, prop.REAL_QUEUE_ID, prop.TRANSACTION_PREPARED}
+_NOT_COMMITTED = _FROM_FIELDS | {
+    prop.REAL_TOPIC,
+    prop.REAL_QUEUE_ID,
+    prop.TRANSACTION_PREPARED,
+    prop.COPY_STAMP,
+}
 
 
 log = logging.getLogger("adapter.transaction")

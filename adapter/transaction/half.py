@@ -34,6 +34,15 @@ class HalfInfo:
     born_ms: int
     immunity_ms: int | None = None
     """``CHECK_IMMUNITY_TIME_IN_SECONDS`` x 1000 when the message carries it."""
+    copy_stamp: int | None = None
+    """What tells a copy of this send from another send of the same transaction id, when the
+    born time cannot (``COPY_STAMP``: a send retried through another proxy); else None."""
+
+    @property
+    def copy_key(self) -> tuple[str, str, int]:
+        """Two half messages with one copy key are one send written twice."""
+        stamp = self.born_ms if self.copy_stamp is None else self.copy_stamp
+        return (self.transaction_id, self.producer_group, stamp)
 
 
 @dataclass(slots=True)
@@ -62,4 +71,8 @@ def half_info(half: HalfMessage) -> HalfInfo:
             immunity = max(0, int(raw)) * 1000
         except ValueError:
             immunity = None  # RocketMQ falls back to the transaction timeout
-    return HalfInfo(half.transaction_id, half.producer_group, half.born_timestamp, immunity)
+    stamp = half.properties.get(prop.COPY_STAMP)
+    copy_stamp = int(stamp) if stamp is not None and stamp.isdecimal() else None
+    return HalfInfo(
+        half.transaction_id, half.producer_group, half.born_timestamp, immunity, copy_stamp
+    )

@@ -42,6 +42,7 @@ send is acknowledged or fails.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections.abc import Callable
@@ -237,7 +238,7 @@ class TransactionMQProducer(ProducerBase):
         message: Message,
         transaction_id: str | None = None,
         *,
-        born_ms: int | None = None,
+        copy_stamp: int | None = None,
         key: str | None = None,
     ) -> HalfSent:
         """The first step alone: write ``message``'s half message (transaction id
@@ -245,10 +246,11 @@ class TransactionMQProducer(ProducerBase):
         ``ProducerSendSyncFailed`` when it is refused or not acknowledged. For clients whose
         application decides later (the 5.x ``Transaction``); :meth:`end_half` decides it.
 
-        ``born_ms`` (default: now) and ``key`` (default: this producer's HALF partition) are
-        for a caller that may send one message's half again from another process (the proxy,
-        when a client retries through another one): the same born time and key put the copy
-        in the same HALF partition, where the coordinator takes it for the same message."""
+        ``copy_stamp`` and ``key`` (default: this producer's HALF partition) are for a caller
+        that may send one message's half again from another process (the proxy, when a client
+        retries through another one): the same stamp and key put the copy in the same HALF
+        partition, where the coordinator takes it for the same message. The born time is
+        always now: the check-back and the fast path's window count from it."""
         error = ProducerSendSyncFailed
         sender = self._started(error)
         transaction_id = transaction_id or new_message_id()
@@ -258,8 +260,11 @@ class TransactionMQProducer(ProducerBase):
                 message,
                 group=self._group,
                 transaction_id=transaction_id,
-                born_ms=self._clock.now_ms() if born_ms is None else born_ms,
+                born_ms=self._clock.now_ms(),
             )
+            if copy_stamp is not None:
+                properties = {**half.properties, prop.COPY_STAMP: str(copy_stamp)}
+                half = dataclasses.replace(half, properties=properties)
             half_info(half)  # the coordinator's own validation: it never refuses what we send
             self._require_topics(sender, topic)
             value = codec.encode(half)

@@ -441,4 +441,4 @@ class PartitionState(Generic[P]):
 
 
 def _copy_of(info: HalfInfo) -> _Copy:
-    return (info.transaction_id, info.producer_group, info.born_ms)
+    return info.copy_key

@@ -3,6 +3,8 @@ callbacks see."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -256,3 +258,13 @@ def test_a_half_message_the_producer_would_send_is_one_the_coordinator_accepts(
     assert isinstance(stored, HalfMessage)
     info = half_info(stored)  # the coordinator reading it: never refused
     assert (info.transaction_id, info.producer_group, info.born_ms) == (TID, group, born_ms)
+
+
+def test_a_copy_stamp_names_the_send_on_the_half_message_and_is_never_delivered() -> None:
+    message = order()
+    half = half_of(message)
+    stamped = dataclasses.replace(half, properties={**half.properties, prop.COPY_STAMP: "9000"})
+    assert half_info(stamped).copy_key == (TID, "GID_tx", 9000)
+    assert half_info(half).copy_key == (TID, "GID_tx", 1_000), "else the born time"
+    headers = dict(committed_delivery(stamped, check_times=0).headers)
+    assert prop.COPY_STAMP not in headers

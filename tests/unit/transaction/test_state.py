@@ -429,3 +429,16 @@ def test_of_two_contradicting_producer_decisions_the_first_in_end_wins(
     [ignored] = state.end(1, end("t0", 0, second), now_ms=20)
     assert isinstance(decided, Commit if first is TransactionDecision.COMMIT else Rollback)
     assert isinstance(ignored, Duplicate)
+
+
+def test_copies_of_a_send_retried_through_another_proxy_are_one_message_by_their_stamp() -> None:
+    state = new_state()
+    first = HalfInfo("t0", GROUP, born_ms=10_000, copy_stamp=9_000)
+    retried = HalfInfo("t0", GROUP, born_ms=12_500, copy_stamp=9_000)  # born again, later
+    state.half(0, first, "body", now_ms=10_000)
+    assert state.half(1, retried, "body", now_ms=12_500) == []
+    assert state.repeat_of(1) == 0
+    assert state.next_due_ms() == 16_000, "checked from the first copy's real birth"
+    other_send = HalfInfo("t0", GROUP, born_ms=12_500, copy_stamp=12_000)
+    state.half(2, other_send, "body", now_ms=12_500)
+    assert state.repeat_of(2) is None
