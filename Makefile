@@ -18,17 +18,22 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test test-cluster unit integration spark-test lint bench bench-rocketmq jars spark-jars images install wheel system-deps clean
+.PHONY: demo test test-long test-cluster unit integration spark-test lint bench bench-rocketmq jars spark-jars images install wheel system-deps clean
 
 demo: install jars
 	$(PY) -m demo
 
-# The whole suite but the three-broker cluster's tests, which test-cluster runs (.ci/run runs both).
+# The whole suite but the three-broker cluster's tests (test-cluster) and the minute-long fault and
+# timing runs (test-long); .ci/run runs all three.
 # Two pytest workers, each with its own broker, a test file staying on one worker: the tests
 # mostly wait on Kafka and on delays, so two halve the wall time on two cores.
 TEST_WORKERS ?= 2
 test: install jars lint
-	$(WITH_KAFKA) $(PY) -m pytest tests -m "not cluster" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(WITH_KAFKA) $(PY) -m pytest tests -m "not cluster and not long" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# A broker outage of a minute, a proxy killed mid-burst, a timer a minute ahead: a few minutes.
+test-long: install jars
+	$(WITH_KAFKA) $(PY) -m pytest tests -m "long and not cluster" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The fault and security tests on a three-broker cluster; it runs in containers only (podman).
 test-cluster: install jars

@@ -27,7 +27,7 @@ from tests.brokers import Broker
 from tests.support import create_topic, init_system_topics, read_committed, unique, wait_until
 from tests.workers import ProcessWorker, start_worker
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long, pytest.mark.timeout(300)]
 
 OUTAGE_S = float(os.environ.get("RMQ_TEST_OUTAGE_S", "60"))
 """Long enough that the coordinator drops its partitions (30 s of failed turns) and its

@@ -16,7 +16,7 @@ from tests.integration.proxy.conftest import RunningProxy, StartProxy
 from tests.integration.proxy.reads import all_records, records_with_ids, uniq
 from tests.support import wait_until
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long, pytest.mark.timeout(300)]
 
 BURST = 90
 

@@ -93,6 +93,7 @@ def test_a_timer_given_as_float_seconds_or_milliseconds_is_delivered_at_its_time
             producer.recall_message(topic, str(receipt.recall_handle))
 
 
+@pytest.mark.long
 def test_a_timer_a_minute_ahead_waits_the_minute_and_arrives_once(
     make_v5_producer: MakeV5Producer, system_topics: str, start_forwarder, new_topic
 ) -> None:
