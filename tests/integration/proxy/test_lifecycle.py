@@ -68,7 +68,13 @@ def test_sigterm_ends_the_client_sessions_and_does_not_wait_out_the_stop_timeout
         assert next(answers).status.code == Code.OK
         started = time.monotonic()
         proxy.worker.process.send_signal(signal.SIGTERM)
-        assert list(answers) == [], "the stream ends, the client reconnects elsewhere"
+        rest, how = [], grpc.StatusCode.OK
+        try:
+            rest = list(answers)
+        except grpc.RpcError as ended:  # or ended by the server going away: the same to a client
+            how = ended.code()
+        assert rest == [], "the stream ends, the client reconnects elsewhere"
+        assert how in (grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
         assert proxy.worker.process.wait(30) == 0
         outgoing.put(None)
     assert time.monotonic() - started < 5, "not the 10 s stop timeout"
