@@ -403,4 +403,3 @@ def _resumed_marker(record: KafkaRecord, transaction_id: str) -> tuple[int, str]
 
 def _when(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
-

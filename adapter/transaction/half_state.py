@@ -48,7 +48,6 @@ class IllegalTransition(Bug):
     input: decisions on resolved messages are :class:`Duplicate` s, not transitions)."""
 
 
-
 def advance(state: HalfState, to: HalfState) -> HalfState:
     """``to``, if a half message in ``state`` may move there; :class:`IllegalTransition` if not."""
     if to not in _MOVES[state]:
