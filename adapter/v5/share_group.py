@@ -225,6 +225,8 @@ class Member:
         self.index = index
         self.polling = False
         """Set and cleared by the consumer, under its own lock."""
+        self.last_polled = 0.0
+        """When the consumer last picked it to poll (monotonic; under the consumer's lock)."""
         self.fatal: KafkaError | None = None
         """librdkafka's fatal error, after which this share consumer is of no use."""
         self._lock = threading.Lock()

@@ -12,7 +12,9 @@ ACCEPTed unseen.
 librdkafka refuses a poll while a record of the previous poll is unacknowledged, so each
 member (:class:`~adapter.v5.share_group.Member`) polls only when it holds nothing (nor has an
 ack or release of one in flight), and the pool opens another member (up to
-``max_consumers``) while the others hold records. A record Kafka hands out again while the
+``max_consumers``) while the others hold records. Free members are polled in turn (the one
+polled longest ago first): a share group assigns each partition to some members only, so a
+member left unpolled strands its partitions. A record Kafka hands out again while the
 application holds it (its partition's leader moved, which loses the acquisition locks) keeps
 its handle and deadline: the pool acks or releases it through the new fetch.
 
@@ -25,8 +27,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -49,7 +51,7 @@ from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, MARGIN_S, Invisibili
 from adapter.v5.message import Message
 from adapter.v5.share_group import ACCEPT, RELEASE, Member, Verdict, judge_delivery
 
-__all__ = ["SharePool"]
+__all__ = ["SharePool", "next_to_poll"]
 
 log = logging.getLogger("adapter.v5")
 
@@ -60,6 +62,11 @@ _LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
 
 Filters = Callable[[], Mapping[str, TagFilter]]
 """The current subscriptions: Kafka topic name -> tag filter."""
+
+
+class _Polled(Protocol):
+    @property
+    def last_polled(self) -> float: ...
 
 
 class SharePool:
@@ -160,7 +167,8 @@ class SharePool:
                 INVALID_RECEIPT_HANDLE,
             )
         failure = KafkaException(refusal.error)
-        raise translate(failure, f"ack message {message.message_id}") from failure
+        what = f"ack message {message.message_id} (it may be delivered again)"
+        raise translate(failure, what) from failure
 
     def change(self, message: Message, invisible_s: float) -> None:
         with self._lock:
@@ -191,11 +199,14 @@ class SharePool:
     def _free_member(self) -> Member | None:
         """A member that holds nothing and is not polling (a new one if the pool allows)."""
         with self._lock:
-            for member in self._members.values():
-                busy = member.polling or self._dead.holds(member.index)
-                if not busy and not self.book.holds(member.index):
-                    member.polling = True
-                    return member
+            member = next_to_poll(
+                self._members.values(),
+                lambda m: not (m.polling or self._dead.holds(m.index) or self.book.holds(m.index)),
+            )
+            if member is not None:
+                member.polling = True
+                member.last_polled = self._clock.monotonic()
+                return member
             if len(self._members) >= self._max_consumers:
                 return None
             index = len(self._members)
@@ -204,6 +215,7 @@ class SharePool:
                 lock_ms=self._lock_ms, clock=self._clock,
             )  # fmt: skip
             member.polling = True
+            member.last_polled = self._clock.monotonic()
             self._members[index] = member
         log.info("group %s: share consumer %d opened", self._group, index)
         return member
@@ -334,6 +346,16 @@ class SharePool:
             wait = 0.5 if nearest is None else nearest - self._clock.monotonic()
             if wait > 0 and not self._stopping.is_set():
                 self._wake.wait(min(wait, 0.5))
+
+
+M = TypeVar("M", bound=_Polled)
+
+
+def next_to_poll(members: Iterable[M], free: Callable[[M], bool]) -> M | None:
+    """The free member polled longest ago. A share group assigns each partition to some of
+    its members only, so every member must be polled in turn: the partitions only one of them
+    is assigned are fetched by no other."""
+    return min((m for m in members if free(m)), key=lambda m: m.last_polled, default=None)
 
 
 def _fatal(error: KafkaError, group: str) -> ClientException:
