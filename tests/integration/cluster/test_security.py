@@ -230,12 +230,14 @@ def test_the_points_job_reads_the_application_s_topic_with_the_same_settings(
         str(tmp_path / "checkpoint"),
         "--table",
         str(tmp_path / "ledger"),
+        "--json",
+        str(tmp_path / "result.json"),
         env=principal_env(cluster, "app"),
     )
     code = job.wait(180)
     output = "".join(job.lines)
     assert code == 0, output[-3000:]
-    result = json.loads([line for line in job.lines if line.startswith('{"job"')][-1])
+    result = json.loads((tmp_path / "result.json").read_text())
     assert result["input_rows"] == len(on_topic), "every record on the topic, read over SASL"
     assert result["rejected"] == len(on_topic), "none of them is a payment: each parked as such"
     no_password_in(output)
