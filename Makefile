@@ -18,7 +18,7 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test test-long test-cluster unit integration spark-test lint bench bench-rocketmq jars spark-jars images install wheel system-deps clean
+.PHONY: demo test test-long test-cluster unit integration spark-test lint docs bench bench-rocketmq jars spark-jars images install wheel system-deps clean
 
 demo: install jars
 	$(PY) -m demo
@@ -28,7 +28,7 @@ demo: install jars
 # Two pytest workers, each with its own broker, a test file staying on one worker: the tests
 # mostly wait on Kafka and on delays, so two halve the wall time on two cores.
 TEST_WORKERS ?= 2
-test: install jars lint
+test: install jars lint docs
 	$(WITH_KAFKA) $(PY) -m pytest tests -m "not cluster and not long" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # A broker outage of a minute, a proxy killed mid-burst, a timer a minute ahead: a few minutes.
@@ -51,6 +51,11 @@ spark-test: install jars
 lint: install
 	$(VENV)/bin/ruff check adapter tests bench demo
 	$(VENV)/bin/mypy adapter
+
+# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link, anchor or include
+# fails it. A second or so.
+docs: install
+	$(PY) -m mkdocs build --strict --site-dir site
 
 bench: install jars
 	$(PY) -m bench.client
@@ -103,4 +108,4 @@ system-deps:
 	@$(PYTHON) -c 'import venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; }
 
 clean:
-	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out build dist *.egg-info .rmq-spark spark-warehouse
+	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out build dist site *.egg-info .rmq-spark spark-warehouse

@@ -1,6 +1,6 @@
-"""The README's examples run as they stand (the address, the database file and the topic are
-the test's own): a transactional payment with a checker, and a consumer made idempotent with
-the message id."""
+"""The documentation's examples run as they stand (the address, the database file and the topic
+are the test's own): a transactional payment with a checker, and a consumer made idempotent with
+the message id, both in docs/clients.md (the README links to them)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from tests.support import unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
+EXAMPLES = ROOT / "docs" / "clients.md"
+
 
 def example(title: str, bootstrap: str, database: Path, topic: str) -> str:
-    """The README's ``# example: <title>`` block, pointed at the test's Kafka, file and topic."""
-    blocks = re.findall(
-        r"```python\n(# example: (.*?)\n.*?)```", (ROOT / "README.md").read_text(), re.S
-    )
+    """The ``# example: <title>`` block of docs/clients.md, pointed at the test's Kafka, file
+    and topic."""
+    blocks = re.findall(r"```python\n(# example: (.*?)\n.*?)```", EXAMPLES.read_text(), re.S)
     [code] = [code for code, name in blocks if name == title]
     return (
         code.replace('"127.0.0.1:9092"', repr(bootstrap))
@@ -33,7 +34,7 @@ def example(title: str, bootstrap: str, database: Path, topic: str) -> str:
 
 def run(code: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "example"}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    exec(compile(code, str(EXAMPLES), "exec"), namespace)  # noqa: S102 - the docs' own code
     return namespace
 
 
@@ -77,8 +78,8 @@ def test_the_idempotent_consumer_handles_a_message_sent_twice_with_one_id_once(
         handled.append(msg.id)
         return original(msg)
 
-    namespace["on_message"] = on_message  # counts deliveries, then runs the README's callback
-    exec(compile("consumer = PushConsumer(" + start, "README.md", "exec"), namespace)  # noqa: S102
+    namespace["on_message"] = on_message  # counts deliveries, then runs the example's callback
+    exec(compile("consumer = PushConsumer(" + start, str(EXAMPLES), "exec"), namespace)  # noqa: S102
     try:
         wait_until(lambda: len(handled) == 2, timeout=60, what="both deliveries")
     finally:

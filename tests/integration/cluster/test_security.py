@@ -1,7 +1,7 @@
 """SASL/SCRAM-SHA-512 over TLS with ACLs: seed 004 as an application and a worker of its own.
 
 Three principals on the cluster's SECURE listener: ``admin`` (a super user, for the operator's
-commands), the application and the adapter's workers, whose ACLs are the README's table
+commands), the application and the adapter's workers, whose ACLs are the table of docs/production.md
 (:func:`adapter.ops.acls.grants`). Every client takes its security settings from the
 ``RMQ_ADAPTER_KAFKA_*`` environment only; no password may reach a log line.
 """
@@ -80,7 +80,8 @@ class Others:
 
 @pytest.fixture(scope="module")
 def secured(cluster: KafkaCluster) -> KafkaCluster:
-    """The users and the README's ACLs, set up as a super user on the PLAINTEXT listener."""
+    """The users and the ACLs of docs/production.md, set up as a super user on the PLAINTEXT
+    listener."""
     admin = cluster.admin()
     upserts = [
         UserScramCredentialUpsertion(

@@ -225,7 +225,7 @@ def test_a_message_held_by_a_consumer_killed_with_sigkill_comes_back_to_the_grou
     system_topics: str,
 ) -> None:
     """Not lost, and counted as a delivery. Kafka releases a dead member's records when its
-    connection closes, before their invisible duration ends (README: a documented difference
+    connection closes, before their invisible duration ends (docs/v5.md: a documented difference
     from RocketMQ, which the client cannot prevent); the test prints how soon."""
     topic, group = new_topic(1), new_group()
     survivor = make_simple_consumer(group, {topic: EVERYTHING}, await_duration=6)

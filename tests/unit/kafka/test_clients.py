@@ -80,7 +80,7 @@ def test_a_line_reads_without_librdkafkas_thread_which_is_kept_apart(
 def test_the_share_consumers_preview_warning_is_information(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # librdkafka 2.16 warns once per share consumer; the README says what it means.
+    # librdkafka 2.16 warns once per share consumer; docs/v5.md says what it means.
     caplog.set_level(logging.DEBUG, logger=LOG.name)
     preview = (
         '[thrd:app]: The share consumer is in "Preview" and is not recommended for production use'
