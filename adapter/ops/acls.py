@@ -1,12 +1,14 @@
 """The Kafka ACLs of a secured deployment: what applications and workers may do, and nothing more.
 
-Reproduces RocketMQ's split between clients and the broker (reference section 1): in RocketMQ
-only the broker touches its half, op and schedule queues; here the adapter's workers play the
+Reproduces RocketMQ's split between clients and the broker: in RocketMQ only the broker touches
+its half, op and schedule queues (``TransactionalMessageBridge`` writes and reads the half and op
+queues, ``ScheduleMessageService`` reads the schedule queues); here the adapter's workers play the
 broker, so only they may read HALF, END and SCHEDULE, write OP, the parked topics and the real
 topics on behalf of transactions and delays. Applications may write HALF, END and SCHEDULE
 (what a RocketMQ client sends to its broker) and their own topics, and read their topics and
 their ``%CHECK%`` topic. :func:`grants` is that table, pure; :func:`bindings` turns it into
-confluent-kafka's ``AclBinding`` objects for ``AdminClient.create_acls``. The README prints it.
+confluent-kafka's ``AclBinding`` objects for ``AdminClient.create_acls``. docs/production.md
+prints it.
 
 Known gaps: the operator's commands (``topics init``, ``status``, ``transactions``) are meant to
 run as a Kafka super user or with the workers' principal; they get no grants of their own.
