@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from adapter.text_table import table
+
 
 @dataclass(frozen=True, slots=True)
 class LevelLateness:
@@ -75,28 +77,13 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _table(
-    header: Sequence[str], rows: Sequence[Sequence[object]], indent: str = "  "
-) -> list[str]:
-    """Columns as wide as their widest cell; the first left-aligned, the others right."""
-    cells = [[str(c) for c in row] for row in [header, *rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-
-    def line(row: list[str]) -> str:
-        first = row[0].ljust(widths[0])
-        rest = [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-        return (indent + "  ".join([first, *rest])).rstrip()
-
-    return [line(row) for row in cells]
-
-
 def _lateness_table(
     title: str, key: str, rows: Sequence[tuple[object, int, float, float, float]], none: str
 ) -> list[str]:
     if not rows:
         return [title, f"  ({none})"]
     shown = [(k, n, _ms(p50), _ms(p99), _ms(top)) for k, n, p50, p99, top in rows]
-    return [title, *_table((key, "deliveries", "p50", "p99", "max"), shown)]
+    return [title, *table((key, "deliveries", "p50", "p99", "max"), shown)]
 
 
 def format_lateness(result: TelemetryResult) -> list[str]:
@@ -120,7 +107,7 @@ def format_transactions(result: TelemetryResult) -> list[str]:
     lines = ["transactions per producer group"]
     if not result.transactions:
         return [*lines, "  (no transactional message)"]
-    lines += _table(
+    lines += table(
         ("group", "txns", "commit", "rollbk", "discard", "pending", "checks", "checked",
          "max chk", "commit p50 ms", "p99 ms"),
         [
@@ -155,7 +142,7 @@ def format_points(result: Any, *, top: int = 10) -> str:
         f"{'' if result.batches == 1 else 'es'}",
     ]
     ranked = sorted(result.balances.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    lines += _table(("member", "points"), [(user, f"{points:,}") for user, points in ranked])
+    lines += table(("member", "points"), [(user, f"{points:,}") for user, points in ranked])
     return "\n".join(lines)
 
 

@@ -1,0 +1,170 @@
+"""``rmq-adapter groups list|lag|reset``: consumer groups, their progress, and offset resets.
+
+Plays the part of ``mqadmin consumerProgress`` and ``resetOffsetByTime`` and of the dashboard's
+consumer page (:mod:`adapter.ops.groups` says how RocketMQ's groups map onto Kafka's). A reset
+prints its plan (per queue: from, to, messages skipped or replayed) and changes nothing unless
+``--execute`` is given, so the same command line is first read, then run.
+
+Known gaps: the 5.x ``SimpleConsumer``'s share groups are not covered (see
+:mod:`adapter.ops.groups`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import click
+
+from adapter.config import KafkaSettings
+from adapter.ops.groups import GroupLag, GroupRow, Groups
+from adapter.ops.offset_reset import Move, Target, TargetKind, plan, totals
+from adapter.ops.options import bootstrap, clear_errors, option, plural, timeout
+from adapter.text_table import table
+
+_ROCKETMQ_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})#(\d{2}:\d{2}:\d{2})(?::(\d{3}))?$")
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds from an operator's time: epoch milliseconds, ISO 8601 (with an offset,
+    or in this machine's local time zone without one), or ``mqadmin``'s
+    ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    rocketmq = _ROCKETMQ_TIME.match(text)
+    if rocketmq:
+        day, clock, millis = rocketmq.groups()
+        text = f"{day}T{clock}.{millis or '000'}"
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a time: give epoch milliseconds, ISO 8601 "
+            "(2026-11-25T10:00:00+00:00) or yyyy-MM-dd#HH:mm:ss:SSS"
+        ) from None
+    if when.tzinfo is None:
+        when = when.astimezone()  # local time, as mqadmin reads it
+    return int(when.timestamp() * 1000)
+
+
+def _utc(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def render_list(rows: list[GroupRow], *, system: bool) -> str:
+    shown = [r for r in rows if system or not r.system]
+    if not shown:
+        return "(no consumer groups)"
+    body = [
+        (r.group, r.instance or "-", "broadcasting" if r.instance else "clustering", r.state,
+         r.members)
+        for r in shown
+    ]  # fmt: skip
+    return "\n".join(table(("group", "instance", "model", "state", "members"), body, indent=""))
+
+
+def render_lag(lag: GroupLag) -> str:
+    lines = [f"group {lag.group}: {lag.state}, {plural(len(lag.members), 'member')}"]
+    for member in lag.members:
+        queues = ", ".join(member.queues) or "no queues"
+        lines.append(f"  {member.client_id} at {member.host}: {queues}")
+    rows = [
+        (f"{q.topic}[{q.partition}]", q.end, "-" if q.committed is None else q.committed, q.lag)
+        for q in lag.queues
+    ]
+    lines.append("")
+    if rows:
+        lines += table(("queue", "end offset", "committed", "lag"), rows, indent="")
+        lines.append(f"total lag {sum(q.lag for q in lag.queues):,}")
+    else:
+        lines.append("(no queues: the group has no members and no committed offsets)")
+    if lag.dead_letters is not None:
+        lines.append(f"dead letters in %DLQ%{lag.group.partition('@')[0]}: {lag.dead_letters:,}")
+    return "\n".join(lines)
+
+
+def render_plan(group: str, target: Target, moves: list[Move], *, executed: bool) -> str:
+    wanted = _utc(target.value) if target.kind is TargetKind.TIME else target.describe()
+    rows = [(f"{m.topic}[{m.partition}]", m.start, m.to, m.skipped, m.replayed) for m in moves]
+    counted = totals(moves)
+    lines = [
+        f"reset of group {group} to {wanted}",
+        *table(("queue", "from", "to", "skipped", "replayed"), rows, indent=""),
+        f"{counted['skipped']:,} messages skipped, {counted['replayed']:,} replayed, "
+        f"{plural(counted['unchanged'], 'queue')} unchanged",
+        "done: the group's offsets are reset"
+        if executed
+        else "a plan only: nothing changed; run again with --execute to reset",
+    ]
+    return "\n".join(lines)
+
+
+@click.group("groups")
+def groups_group() -> None:
+    """Consumer groups: list them, their lag, and reset their offsets."""
+
+
+@groups_group.command("list")
+@bootstrap
+@option("--system", is_flag=True, default=False, help="Show the adapter's own groups too.")
+@timeout
+@clear_errors
+def groups_list(bootstrap: str, system: bool, timeout: float) -> None:
+    """The consumer groups, their message model, state and members."""
+    groups = Groups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
+    click.echo(render_list(groups.rows(), system=system))
+
+
+@groups_group.command("lag")
+@click.argument("group")
+@bootstrap
+@timeout
+@clear_errors
+def groups_lag(group: str, bootstrap: str, timeout: float) -> None:
+    """GROUP's members, and per queue its end and committed offsets and the lag between."""
+    groups = Groups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
+    click.echo(render_lag(groups.lag(group)))
+
+
+@groups_group.command("reset")
+@click.argument("group")
+@bootstrap
+@click.option("--topic", default=None, help="Reset this topic only (default: every topic).")
+@click.option("--to-time", default=None, help="The first message stored at or after.")
+@click.option(
+    "--to-offset", "to_offset", type=click.IntRange(min=0), default=None, help="An offset."
+)
+@click.option("--to-earliest", is_flag=True, default=False, help="The earliest retained message.")
+@click.option("--to-latest", is_flag=True, default=False, help="The end: skip everything.")
+@click.option("--execute", is_flag=True, default=False, help="Reset; without it, print the plan.")
+@timeout
+@clear_errors
+def groups_reset(
+    group: str,
+    bootstrap: str,
+    topic: str | None,
+    to_time: str | None,
+    to_offset: int | None,
+    to_earliest: bool,
+    to_latest: bool,
+    execute: bool,
+    timeout: float,
+) -> None:
+    """Move GROUP's committed offsets: print the plan, and with --execute, do it."""
+    chosen = [to_time is not None, to_offset is not None, to_earliest, to_latest]
+    if sum(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-time, --to-offset, --to-earliest, --to-latest"
+        )
+    if to_time is not None:
+        target = Target(TargetKind.TIME, parse_time(to_time))
+    elif to_offset is not None:
+        target = Target(TargetKind.OFFSET, to_offset)
+    else:
+        target = Target(TargetKind.EARLIEST if to_earliest else TargetKind.LATEST)
+    groups = Groups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
+    moves = plan(groups.queues(group, topic, target), target)
+    if execute:
+        groups.execute(group, moves)
+    click.echo(render_plan(group, target, moves, executed=execute))
