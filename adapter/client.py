@@ -10,7 +10,7 @@ broker drops them (see :mod:`adapter.transaction.producer`).
 
 from __future__ import annotations
 
-from adapter.config import MessageModel
+from adapter.consumer.config import MessageModel
 from adapter.consumer.push_consumer import ConsumeStatus, PushConsumer
 from adapter.message import Message, ReceivedMessage
 from adapter.producer.producer import Producer, SendResult, SendStatus

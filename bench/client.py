@@ -23,8 +23,9 @@ import uuid
 from confluent_kafka import Producer as RawProducer
 
 from adapter.client import ConsumeStatus, Message, Producer, PushConsumer
-from adapter.config import KafkaSettings, ProducerConfig
+from adapter.config import KafkaSettings
 from adapter.kafka import clients
+from adapter.producer.config import ProducerConfig
 from bench.common import Table, kafka, new_topic, rate
 
 BODY = b"x" * 100

@@ -17,10 +17,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter import naming, v5
 from adapter.client import MessageModel, Producer, PushConsumer, TransactionMQProducer
-from adapter.config import CheckPolicy, CoordinatorConfig, ForwarderConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.kafka import clients
+from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.forwarder import ScheduleForwarder
+from adapter.transaction.config import CheckPolicy, CoordinatorConfig
 from adapter.transaction.coordinator import TransactionCoordinator
 from tests.brokers import Broker, engine_answers, start_broker
 from tests.cluster import KafkaCluster, start_cluster

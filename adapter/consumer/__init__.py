@@ -1,1 +1,1 @@
-"""The drop-in ``PushConsumer``: poll loop, callback dispatch, offsets, send-back."""
+"""The drop-in ``PushConsumer``: poll loop, callback dispatch, offsets, send-back, settings."""

@@ -42,7 +42,7 @@ from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming, property_bytes
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import ConsumerConfig, MessageModel
+from adapter.consumer.config import ConsumerConfig, MessageModel
 from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscription
 from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError, InvalidNameError

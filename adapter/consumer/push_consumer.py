@@ -19,7 +19,8 @@ from confluent_kafka import KafkaException
 
 from adapter import naming
 from adapter.client_settings import ClientSettings
-from adapter.config import ConsumerConfig, KafkaSettings, MessageModel, delay_levels_from_env
+from adapter.config import KafkaSettings, delay_levels_from_env
+from adapter.consumer.config import ConsumerConfig, MessageModel
 from adapter.consumer.dispatch import (
     ConsumerStats,
     ConsumeStatus,

@@ -31,7 +31,7 @@ from confluent_kafka import KafkaException, Producer
 
 from adapter import naming
 from adapter import properties as prop
-from adapter.config import ConsumerConfig
+from adapter.consumer.config import ConsumerConfig
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import ensure_single_queue_topic

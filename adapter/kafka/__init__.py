@@ -4,5 +4,6 @@
 ``io`` (fetching, producing with an acknowledgement, reading back, offsets), ``topics`` (the
 system topics and their layout), ``schemas`` (the Avro schemas' registration), ``transactor``
 (a worker's transactional producer, under a watchdog), ``worker`` (the exactly-once worker:
-turns, failures, health) and ``rereads`` (records a consumer delivered again).
+turns, failures, health), ``worker_config`` (what every worker is configured with) and
+``rereads`` (records a consumer delivered again).
 """

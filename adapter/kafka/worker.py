@@ -28,11 +28,11 @@ from confluent_kafka import Message as KafkaRecord
 from prometheus_client import CollectorRegistry
 
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import WorkerConfig
 from adapter.exceptions import AdapterError, TopicLayoutError
 from adapter.kafka import clients, io
 from adapter.kafka.rereads import Rereads
 from adapter.kafka.transactor import Fenced, Stuck, Transactor
+from adapter.kafka.worker_config import WorkerConfig
 from adapter.logs import RepeatLimiter, shape
 
 C = TypeVar("C", bound=WorkerConfig)

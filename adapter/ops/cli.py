@@ -20,20 +20,13 @@ import click
 
 from adapter import __version__, logs, naming
 from adapter.clock import SYSTEM_CLOCK
-from adapter.config import (
-    DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
-    DEFAULT_MISSING_TOPIC_GRACE_MS,
-    CheckPolicy,
-    CoordinatorConfig,
-    ForwarderConfig,
-    KafkaSettings,
-    default_worker_id,
-)
+from adapter.config import KafkaSettings, default_worker_id
 from adapter.delay import DelayLevels
 from adapter.exceptions import KafkaUnavailableError
 from adapter.kafka import clients, topics
 from adapter.kafka.io import PartitionCounts
 from adapter.kafka.worker import AnyWorker
+from adapter.kafka.worker_config import DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
 from adapter.ops.broker_cli import broker
 from adapter.ops.options import bootstrap as _bootstrap
 from adapter.ops.options import clear_errors as _clear_errors
@@ -43,6 +36,8 @@ from adapter.ops.options import timeout as _timeout
 from adapter.ops.proxy_cli import proxy_command
 from adapter.ops.topics_cli import topics_group
 from adapter.ops.transactions_cli import transactions_group
+from adapter.schedule.config import DEFAULT_MISSING_TOPIC_GRACE_MS, ForwarderConfig
+from adapter.transaction.config import CheckPolicy, CoordinatorConfig
 
 __all__ = ["main", "plural"]
 

@@ -1,1 +1,2 @@
-"""The drop-in ``Producer`` and the send core it shares with ``TransactionMQProducer``."""
+"""The drop-in ``Producer``, its settings, and the send core it shares with
+``TransactionMQProducer``."""

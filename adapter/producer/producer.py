@@ -19,12 +19,7 @@ from confluent_kafka import KafkaException
 
 from adapter import naming
 from adapter.client_settings import ClientSettings
-from adapter.config import (
-    KafkaSettings,
-    ProducerConfig,
-    delay_levels_from_env,
-    fast_commit_from_env,
-)
+from adapter.config import KafkaSettings, delay_levels_from_env, fast_commit_from_env
 from adapter.exceptions import (
     AdapterError,
     ProducerException,
@@ -34,6 +29,7 @@ from adapter.exceptions import (
     ProducerStartFailed,
 )
 from adapter.message import Message
+from adapter.producer.config import ProducerConfig
 from adapter.producer.sender import Sender, SendResult, SendStatus
 
 __all__ = ["Producer", "ProducerBase", "SendResult", "SendStatus"]

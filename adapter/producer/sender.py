@@ -34,7 +34,6 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming, routing
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import ProducerConfig
 from adapter.exceptions import (
     AdapterError,
     DeliveryError,
@@ -45,6 +44,7 @@ from adapter.exceptions import (
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.message import Message
+from adapter.producer.config import ProducerConfig
 from adapter.schedule.envelope import scheduled
 from adapter.wire import codec
 

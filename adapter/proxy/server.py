@@ -35,7 +35,8 @@ from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry
 
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import ProducerConfig, delay_levels_from_env, fast_commit_from_env
+from adapter.config import delay_levels_from_env, fast_commit_from_env
+from adapter.producer.config import ProducerConfig
 from adapter.producer.sender import Sender
 from adapter.proxy import tls
 from adapter.proxy.auth import Authenticator

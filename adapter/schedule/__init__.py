@@ -8,8 +8,8 @@ deliver, hop, set aside or park), ``aside`` (a record whose topic is missing),
 ``recall`` (recall handles, and who wins a recall racing a delivery) and ``envelope`` (messages
 to ``ScheduledMessage`` records and back).
 
-The Kafka shell: ``forwarder`` (the ``rmq-adapter worker schedule`` process), ``transit`` (one
-batch in its transaction), ``prepared`` (a batch prepared ahead of its due time),
-``broker_clock`` (who stamps SCHEDULE, and how far ahead), ``recall_log`` (the recall topic)
-and ``metrics``.
+The Kafka shell: ``forwarder`` (the ``rmq-adapter worker schedule`` process, its settings in
+``config``), ``transit`` (one batch in its transaction), ``prepared`` (a batch prepared ahead of
+its due time), ``broker_clock`` (who stamps SCHEDULE, and how far ahead), ``recall_log`` (the
+recall topic) and ``metrics``.
 """

@@ -47,7 +47,6 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
-from adapter.config import ForwarderConfig
 from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
 from adapter.kafka import io, schemas
@@ -57,6 +56,7 @@ from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.logs import RepeatLimiter
 from adapter.schedule import intake, recall
 from adapter.schedule.broker_clock import AheadWatch, require_broker_stamps
+from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.head_of_line import Entry, HeadOfLine
 from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch

@@ -1,15 +1,17 @@
 """Transactional messages: RocketMQ's half messages, decisions and check-backs, on Kafka.
 
 The producer's side: ``producer`` (``TransactionMQProducer``: half message, local transaction,
-decision), ``group_commit`` (the fast path: many decisions per Kafka transaction), ``checks``
-(answering the coordinator's check requests) and ``envelope`` (the records they write).
+decision), ``group_commit`` (the fast path: many decisions per Kafka transaction), ``timing``
+(the fast path's timing contract, which the coordinator keeps too), ``checks`` (answering the
+coordinator's check requests) and ``envelope`` (the records they write).
 
 The coordinator, a pure core: ``half`` (what it knows of a half message, and the one
 validation of one), ``half_state`` (its moves), ``state`` (one partition's decisions, checks and
 recovery), ``waiting`` (decisions read before their half message), ``read_mark`` (the gate
 before a check), ``actions`` (what the state asks for) and ``turn`` (one Kafka transaction's
-work). Its Kafka shell: ``coordinator`` (the ``rmq-adapter worker transactions`` process),
-``effects`` (the records each action writes) and ``metrics``.
+work). Its Kafka shell: ``coordinator`` (the ``rmq-adapter worker transactions`` process; its
+settings and the check policy in ``config``), ``effects`` (the records each action writes) and
+``metrics``.
 
 The operator's side: ``admin`` (``transactions list`` and ``resume``) and ``admin_view`` (what
 ``list`` prints).

@@ -39,11 +39,12 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import DEFAULT_MAX_MESSAGE_SIZE, CheckPolicy, KafkaSettings
+from adapter.config import DEFAULT_MAX_MESSAGE_SIZE, KafkaSettings
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import describe_configs, existing_half_partitions
 from adapter.kafka.transactor import Transactor
+from adapter.transaction.config import CheckPolicy
 from adapter.transaction.state import PartitionState, half_info
 from adapter.wire import codec
 from adapter.wire.records import HalfMessage, OpRecord

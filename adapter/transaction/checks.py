@@ -29,10 +29,12 @@ from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
 from adapter.clock import Clock
+from adapter.config import GROUP_CONSUMER
 from adapter.exceptions import AdapterError, ProducerException
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.message import ReceivedMessage
+from adapter.producer.config import ProducerConfig
 from adapter.producer.sender import Outgoing, Sender
 from adapter.transaction.envelope import checked_message, decide, end_transaction
 from adapter.wire import codec
@@ -70,7 +72,7 @@ class CheckResponder:
         check_topic = naming.kafka_topic(naming.check_topic(config.group))
         admin = clients.admin(config.kafka.librdkafka({}), announce=True)
         ensure_single_queue_topic(admin, check_topic, self._sender.timeout_s)
-        consumer = clients.consumer(config.check_consumer(check_topic), announce=True)
+        consumer = clients.consumer(check_consumer(config, check_topic), announce=True)
         consumer.subscribe([check_topic])
         self._consumer = consumer
         self._thread = threading.Thread(
@@ -180,3 +182,15 @@ class CheckResponder:
             # At least once: the request comes back and is answered again (duplicates are
             # dropped by the coordinator).
             log.warning("producer %s: check offset not committed: %s", self._group, exc)
+
+
+def check_consumer(config: ProducerConfig, check_topic: str) -> dict[str, Any]:
+    """All producers of a group share one consumer group on the group's check topic."""
+    return config.kafka.librdkafka(
+        {
+            "group.id": check_topic,
+            "client.id": f"{config.group}@{config.instance_name}-checks",
+            **GROUP_CONSUMER,
+            "session.timeout.ms": 6000,
+        }
+    )

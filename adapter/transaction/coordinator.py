@@ -52,11 +52,11 @@ from confluent_kafka import Message as KafkaRecord
 from confluent_kafka.admin import AdminClient
 
 from adapter import naming
-from adapter.config import CoordinatorConfig
 from adapter.exceptions import AdapterError, UnusableRecordError
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.io import caught_up, fetch, read_to_end
 from adapter.kafka.worker import ExactlyOnceWorker
+from adapter.transaction.config import CoordinatorConfig
 from adapter.transaction.effects import Effects
 from adapter.transaction.envelope import DELIVERED_HEADER, MARK_HEADER
 from adapter.transaction.metrics import CoordinatorMetrics

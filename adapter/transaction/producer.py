@@ -43,6 +43,7 @@ send is acknowledged or fails.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 from collections.abc import Callable
@@ -55,7 +56,7 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming, routing
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import FAST_COMMIT_WINDOW_MS, KafkaSettings, ProducerConfig
+from adapter.config import KafkaSettings
 from adapter.exceptions import (
     AdapterError,
     ProducerException,
@@ -65,6 +66,7 @@ from adapter.exceptions import (
 from adapter.kafka.io import MissingTopic
 from adapter.message import Message, ReceivedMessage
 from adapter.msgid import new_message_id
+from adapter.producer.config import ProducerConfig
 from adapter.producer.producer import ProducerBase
 from adapter.producer.sender import Outgoing, Sender, SendResult, SendStatus
 from adapter.transaction.checks import Checker, CheckResponder
@@ -77,8 +79,9 @@ from adapter.transaction.envelope import (
     half_message,
     prepared_message,
 )
-from adapter.transaction.group_commit import Decision, GroupCommitter
+from adapter.transaction.group_commit import Decision, GroupCommitter, lane_settings
 from adapter.transaction.half import half_info
+from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecision
 
@@ -376,7 +379,7 @@ class TransactionMQProducer(ProducerBase):
 
     def _group_committer(self, config: ProducerConfig, sender: Sender) -> GroupCommitter:
         committer = GroupCommitter(
-            config.group_committer,
+            functools.partial(lane_settings, config),
             name=self._group,
             fallback=lambda end: self._send_end(sender, end),
             timeout_s=config.send_timeout_ms / 1000,

@@ -47,7 +47,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from adapter.config import EARLIEST_CHECK_MS, CheckPolicy
 from adapter.transaction.actions import (
     Action,
     Check,
@@ -57,9 +56,11 @@ from adapter.transaction.actions import (
     Refuse,
     Rollback,
 )
+from adapter.transaction.config import CheckPolicy
 from adapter.transaction.half import HalfInfo, Pending, half_info
 from adapter.transaction.half_state import HalfState, IllegalTransition, advance
 from adapter.transaction.read_mark import ReadMark
+from adapter.transaction.timing import EARLIEST_CHECK_MS
 from adapter.transaction.waiting import Waiting, WaitingDecisions
 from adapter.wire.records import EndTransaction, OpKind, OpRecord, TransactionDecision
 

@@ -47,9 +47,10 @@ from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import ProducerConfig, delay_levels_from_env, fast_commit_from_env
+from adapter.config import delay_levels_from_env, fast_commit_from_env
 from adapter.exceptions import AdapterError, DeliveryError, ProducerException
 from adapter.msgid import new_message_id
+from adapter.producer.config import ProducerConfig
 from adapter.producer.sender import Outgoing, Sender
 from adapter.schedule.recall import BadRecallHandle
 from adapter.transaction.producer import HalfSent, TransactionMQProducer

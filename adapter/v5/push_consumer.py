@@ -39,7 +39,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from adapter import naming
-from adapter.config import ConsumerConfig, delay_levels_from_env
+from adapter.config import delay_levels_from_env
+from adapter.consumer.config import ConsumerConfig
 from adapter.consumer.dispatch import ConsumerStats, ConsumeStatus, Subscription
 from adapter.consumer.loop import ConsumeLoop
 from adapter.exceptions import AdapterError, InvalidNameError

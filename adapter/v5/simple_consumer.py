@@ -44,7 +44,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
-from adapter.config import ConsumerConfig, KafkaSettings
+from adapter.config import KafkaSettings
+from adapter.consumer.config import ConsumerConfig
 from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError, InvalidNameError
 from adapter.kafka import clients

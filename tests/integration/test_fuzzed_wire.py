@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 
 from adapter import naming
 from adapter.client import Message, TransactionStatus
-from adapter.config import CheckPolicy, CoordinatorConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.kafka import clients, topics
+from adapter.transaction.config import CheckPolicy, CoordinatorConfig
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.wire import codec
 from adapter.wire.records import (

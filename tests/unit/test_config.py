@@ -2,16 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.config import (
-    FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
-    ConsumerConfig,
-    ForwarderConfig,
-    KafkaSettings,
-    MessageModel,
-    ProducerConfig,
-)
+from adapter.config import KafkaSettings
+from adapter.consumer.config import ConsumerConfig, MessageModel
 from adapter.exceptions import ConfigError
 from adapter.kafka import clients
+from adapter.producer.config import ProducerConfig
+from adapter.schedule.config import ForwarderConfig
+from adapter.transaction.group_commit import lane_settings
+from adapter.transaction.timing import FAST_COMMIT_TRANSACTION_TIMEOUT_MS
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -49,7 +47,7 @@ def test_producer_defaults_are_rocketmqs() -> None:
 def test_the_fast_paths_producers_share_the_applications_settings_and_compression() -> None:
     settings = KafkaSettings.from_env("a:1", {"RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL": "SSL"})
     config = ProducerConfig(settings, "G", send_timeout_ms=5000, compress_level=6)
-    conf = config.group_committer("rmq-adapter-fast-G-0")
+    conf = lane_settings(config, "rmq-adapter-fast-G-0")
     assert conf["transactional.id"] == conf["client.id"] == "rmq-adapter-fast-G-0"
     assert conf["security.protocol"] == "SSL"
     assert (conf["compression.codec"], conf["compression.level"]) == ("gzip", 6)

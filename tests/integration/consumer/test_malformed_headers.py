@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from adapter import naming
 from adapter import properties as prop
 from adapter.client import ConsumeStatus
-from adapter.config import DEFAULT_MAX_RECONSUME_TIMES, ENV_DELAY_LEVELS
+from adapter.config import ENV_DELAY_LEVELS
+from adapter.consumer.config import DEFAULT_MAX_RECONSUME_TIMES
 from adapter.delay import DelayLevels
 from adapter.kafka import clients
 from tests.brokers import Broker

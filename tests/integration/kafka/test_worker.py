@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from adapter.config import CoordinatorConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.exceptions import Bug, TopicLayoutError
+from adapter.transaction.config import CoordinatorConfig
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.transaction.half_state import IllegalTransition
 from tests.support import unique

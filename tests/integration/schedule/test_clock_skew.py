@@ -17,11 +17,12 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from adapter import naming
 from adapter.clock import ManualClock
-from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.exceptions import TopicLayoutError
 from adapter.kafka import clients
 from adapter.message import Message
+from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.envelope import scheduled
 from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.wire import codec

@@ -13,11 +13,12 @@ import pytest
 from confluent_kafka.admin import NewPartitions
 
 from adapter import naming
-from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.message import Message
+from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.forwarder import ScheduleForwarder
 from tests.brokers import Broker
 from tests.support import (

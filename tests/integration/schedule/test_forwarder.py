@@ -13,11 +13,12 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message
 from adapter.clock import ManualClock
-from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.kafka.worker import CONSUMER_RESET_S
+from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.envelope import scheduled
 from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.schedule.plan import hop_headers

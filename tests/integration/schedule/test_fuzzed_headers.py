@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from adapter import naming
 from adapter import properties as prop
 from adapter.clock import ManualClock
-from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
 from adapter.message import Message
 from adapter.schedule import timer
+from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.envelope import scheduled
 from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.schedule.plan import hop_headers

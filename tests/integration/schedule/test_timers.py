@@ -15,8 +15,9 @@ import pytest
 from adapter import naming
 from adapter import properties as prop
 from adapter.clock import ManualClock
-from adapter.config import ForwarderConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.kafka import clients
+from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.forwarder import ScheduleForwarder
 from adapter.schedule.recall import RecallHandle
 from adapter.v5 import ClientConfiguration, Credentials, Message, Producer

@@ -19,13 +19,14 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.clock import ManualClock
-from adapter.config import CheckPolicy, CoordinatorConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.exceptions import AdapterError
 from adapter.kafka import clients
 from adapter.msgid import new_message_id
 from adapter.ops import broker as local_broker
 from adapter.ops.cli import main as cli
 from adapter.transaction import admin
+from adapter.transaction.config import CheckPolicy, CoordinatorConfig
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, TransactionDecision

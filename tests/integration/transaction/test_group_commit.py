@@ -21,10 +21,10 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.clock import ManualClock
-from adapter.config import FAST_COMMIT_WINDOW_MS
 from adapter.kafka import clients
 from adapter.transaction.envelope import DELIVERED_HEADER
 from adapter.transaction.group_commit import MIN_TIME_LEFT_MS
+from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
 from tests.support import metric, read_committed, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]

@@ -11,8 +11,8 @@ from confluent_kafka import TopicPartition
 
 from adapter import naming
 from adapter import properties as prop
-from adapter.config import FAST_COMMIT_WINDOW_MS
 from adapter.kafka import clients
+from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
 from adapter.v5 import Message, TransactionChecker, TransactionResolution
 from adapter.v5.exception import (
     IllegalArgumentException,

@@ -8,8 +8,9 @@ import logging
 import pytest
 
 from adapter.clock import ManualClock
-from adapter.config import KafkaSettings, WorkerConfig
+from adapter.config import KafkaSettings
 from adapter.kafka.worker import READY_TURN_S, ExactlyOnceWorker, FailureLog
+from adapter.kafka.worker_config import WorkerConfig
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -6,8 +6,9 @@ import pytest
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
-from adapter.config import CoordinatorConfig, KafkaSettings
+from adapter.config import KafkaSettings
 from adapter.exceptions import UnusableRecordError
+from adapter.transaction.config import CoordinatorConfig
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, OpKind, OpRecord, TransactionDecision

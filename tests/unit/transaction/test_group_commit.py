@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from adapter.config import (
+from adapter.transaction.config import CheckPolicy
+from adapter.transaction.state import Check, Commit, Discard, HalfInfo, PartitionState
+from adapter.transaction.timing import (
     CLOCK_SKEW_ALLOWANCE_MS,
     FAST_COMMIT_TRANSACTION_TIMEOUT_MS,
     FAST_COMMIT_WINDOW_MS,
-    CheckPolicy,
 )
-from adapter.transaction.state import Check, Commit, Discard, HalfInfo, PartitionState
 from adapter.wire.records import EndTransaction, TransactionDecision
 
 POLICY = CheckPolicy(transaction_timeout_ms=500, check_interval_ms=3_000, check_max=50)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapter.config import CheckPolicy
+from adapter.transaction.config import CheckPolicy
 from adapter.transaction.state import (
     Check,
     Commit,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from adapter.config import FAST_COMMIT_WINDOW_MS, CheckPolicy
+from adapter.transaction.config import CheckPolicy
 from adapter.transaction.state import (
     Action,
     Check,
@@ -26,6 +26,7 @@ from adapter.transaction.state import (
     PartitionState,
     Rollback,
 )
+from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
 from adapter.wire.records import EndTransaction, OpKind, OpRecord, TransactionDecision
 
 TICKS = [0, 500, 1_600, 7_000, 31_000]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import Message as KafkaRecord
 
-from adapter.config import CheckPolicy
+from adapter.transaction.config import CheckPolicy
 from adapter.transaction.state import Action, PartitionState
 from adapter.transaction.turn import Turn, may_wait
 from adapter.wire.records import TransactionDecision
