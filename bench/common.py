@@ -153,17 +153,18 @@ class Table:
             print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
 
 
-class Coordinator:
-    """``rmq-adapter worker transactions`` as its own process, as in production; its log in
-    ``out``."""
+class LoggedProcess:
+    """An ``rmq-adapter`` process of the benchmark's own, its output in a log file; what it
+    costs (CPU time, memory) read from ``/proc``; stopped with SIGTERM."""
 
-    def __init__(self, bootstrap: str, out: Path, name: str, *options: str) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        self.log_path = out / f"coordinator-{name}.log"
-        self.worker_id = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+    what = "process"
+
+    def __init__(self, argv: list[str], log_path: Path) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_path
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(  # noqa: S603 - fixed argv
-            worker_command("transactions", bootstrap, self.worker_id, *options, log_level="INFO"),
+            argv,
             cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             stdout=self._log,
@@ -176,27 +177,24 @@ class Coordinator:
     def tail(self, lines: int = 15) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def wait_ready(self, timeout: float = 120) -> None:
-        """Until it logged its start and took its partitions."""
+    def wait_for(self, ready: Callable[[str], bool], timeout: float = 120) -> None:
+        """Until ``ready(its log so far)``; raises if it exits or the deadline passes."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log_text()
-            if f"transaction coordinator {self.worker_id} started" in text and (
-                "coordinating partitions" in text
-            ):
+            if ready(self.log_text()):
                 return
             if self.process.poll() is not None:
                 raise RuntimeError(
-                    f"coordinator exited with {self.process.returncode}:\n{self.tail()}"
+                    f"{self.what} exited with {self.process.returncode}:\n{self.tail()}"
                 )
             time.sleep(0.2)
-        raise RuntimeError(f"coordinator not ready after {timeout:.0f} s:\n{self.tail()}")
+        raise RuntimeError(f"{self.what} not ready after {timeout:.0f} s:\n{self.tail()}")
 
     def alive(self) -> bool:
         return self.process.poll() is None
 
     def memory_kb(self) -> dict[str, int]:
-        """VmRSS and VmHWM of the coordinator process, in KiB."""
+        """VmRSS and VmHWM (its peak RSS) of the process, in KiB."""
         found = {}
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
             name, _, value = line.partition(":")
@@ -205,7 +203,7 @@ class Coordinator:
         return found
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time of the coordinator process so far."""
+        """User + system CPU time of the process so far."""
         fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -223,10 +221,30 @@ class Coordinator:
             try:
                 self.process.wait(60)
             except subprocess.TimeoutExpired:
-                print(f"coordinator {self.process.pid} ignored SIGTERM for 60 s; killing it")
+                print(f"{self.what} {self.process.pid} ignored SIGTERM for 60 s; killing it")
                 self.process.kill()
                 self.process.wait(30)
         self._log.close()
+
+
+class Coordinator(LoggedProcess):
+    """``rmq-adapter worker transactions`` as its own process, as in production; its log in
+    ``out``."""
+
+    what = "coordinator"
+
+    def __init__(self, bootstrap: str, out: Path, name: str, *options: str) -> None:
+        self.worker_id = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+        super().__init__(
+            worker_command("transactions", bootstrap, self.worker_id, *options, log_level="INFO"),
+            out / f"coordinator-{name}.log",
+        )
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Until it logged its start ("starting", "started" before 2026-11-25) and took its
+        partitions."""
+        started = f"transaction coordinator {self.worker_id} start"
+        self.wait_for(lambda text: started in text and "coordinating partitions" in text, timeout)
 
 
 def wait_started(child: Any, ready: Any, what: str, within_s: float) -> None:

@@ -65,7 +65,8 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import adapter
 from bench.common import ROOT, machine
@@ -88,7 +89,14 @@ from bench.rocketmq_figures import (
 from bench.rocketmq_server import OUT, RocketMQConfig, new_run_dir, rocketmq
 
 REPORT = OUT / "report.md"
-HEADER = ("workload", "RocketMQ 5.4.0", "adapter", "adapter / RocketMQ")
+HEADER = (
+    "workload",
+    "RocketMQ 5.4.0",
+    "adapter",
+    "rmq-adapter proxy",
+    "adapter / RocketMQ",
+    "proxy / RocketMQ",
+)
 
 log = logging.getLogger("bench.rocketmq")
 
@@ -196,60 +204,88 @@ def _seed_ratio(ours: list[Seed] | None, theirs: list[Seed] | None) -> str:
     """Runs that delivered exactly Num2..Num9 once each (RocketMQ's documented outcome)."""
     if not ours or not theirs:
         return "-"
-    return f"exactly once: adapter {_exact(ours)}, RocketMQ {_exact(theirs)}"
+    return f"exactly once: {_exact(ours)} (RocketMQ {_exact(theirs)})"
+
+
+def _memory(kb: dict[str, int] | None) -> str:
+    if not kb:
+        return "-"
+    return f"{kb.get('VmRSS', 0) / 1024:,.0f} / {kb.get('VmHWM', 0) / 1024:,.0f}"
 
 
 # -- the table --------------------------------------------------------------------------------
 
 
-def rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str, str]]:
-    return [_row(rmq, ours, *row) for row in _rows(sizes, rmq, ours)]
+@dataclass(frozen=True)
+class Line:
+    """One row: its workload (for columns that skipped it), label, a column's cell, and a
+    column's figure against RocketMQ's (``ratio(ours, rocketmq, key)``)."""
+
+    workload: str
+    label: str
+    cell: Callable[[Figures, Any], str]  # (figures, key)
+    ratio: Callable[[Figures, Figures, Any], str] = lambda _ours, _theirs, _key: "-"
+    key: Any = None  # the delay, threads, check interval or workload of the row
 
 
-def _row(rmq: Figures, ours: Figures, *cells: str) -> tuple[str, str, str, str]:
-    workload, theirs, mine, ratio = cells
-    return (
-        workload,
-        theirs if rmq.ran else "not run",
-        mine if ours.ran else "not run",
-        ratio if rmq.ran and ours.ran else "-",
-    )
+def rows(sizes: Sizes, rmq: Figures, ours: Figures, proxy: Figures) -> list[tuple[str, ...]]:
+    """The table: workload, the three columns' cells, then the adapter's and the proxy's
+    figures against RocketMQ's."""
+
+    def cell(line: Line, figures: Figures) -> str:
+        if not figures.ran or line.workload in figures.skipped:
+            return "not run"
+        return line.cell(figures, line.key)
+
+    def ratio(line: Line, figures: Figures) -> str:
+        if "not run" in (cell(line, figures), cell(line, rmq)):
+            return "-"
+        return line.ratio(figures, rmq, line.key)
+
+    return [
+        (
+            line.label,
+            *(cell(line, f) for f in (rmq, ours, proxy)),
+            *(ratio(line, f) for f in (ours, proxy)),
+        )
+        for line in _lines(sizes)
+    ]
 
 
-def _rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str, str]]:
+def _lines(sizes: Sizes) -> list[Line]:
     """The rows of the workloads that ran (``sizes.workloads``), in the table's order."""
     wanted = set(sizes.workloads)
-    out: list[tuple[str, str, str, str]] = []
+    out: list[Line] = []
     if "transactions" in wanted:
         out += [
-            (
+            Line(
+                "transactions",
                 f"transactional, committed msgs/s end to end ({sizes.tx_messages:,}, 8 threads, "
                 "100 B)",
-                _rate(rmq.tx),
-                _rate(ours.tx),
-                _higher(ours.tx, rmq.tx),
+                lambda f, _k: _rate(f.tx),
+                lambda o, t, _k: _higher(o.tx, t.tx),
             ),
-            (
+            Line(
+                "transactions",
                 f"commit-to-visible, paced {sizes.pace:,.0f}/s ({sizes.paced:,}): p50 / p99 / max "
                 "ms",
-                _latency(rmq.tx_paced),
-                _latency(ours.tx_paced),
-                _lower(ours.tx_paced, rmq.tx_paced),
+                lambda f, _k: _latency(f.tx_paced),
+                lambda o, t, _k: _lower(o.tx_paced, t.tx_paced),
             ),
-            (
+            Line(
+                "transactions",
                 "commit-to-visible under load (the throughput run): p50 / p99 / max ms",
-                _latency(rmq.tx_under_load),
-                _latency(ours.tx_under_load),
-                _lower(ours.tx_under_load, rmq.tx_under_load),
+                lambda f, _k: _latency(f.tx_under_load),
+                lambda o, t, _k: _lower(o.tx_under_load, t.tx_under_load),
             ),
         ]
     if "normal" in wanted:
         out.append(
-            (
+            Line(
+                "normal",
                 f"normal sync sends/s ({sizes.normal:,}, 8 threads, 100 B)",
-                _rate(rmq.normal),
-                _rate(ours.normal),
-                _higher(ours.normal, rmq.normal),
+                lambda f, _k: _rate(f.normal),
+                lambda o, t, _k: _higher(o.normal, t.normal),
             )
         )
     for delay_s in sizes.delays_s if "delays" in wanted else ():
@@ -261,22 +297,24 @@ def _rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str
                 else f"burst of {sizes.delay_burst}"
             )
             out.append(
-                (
+                Line(
+                    "delays",
                     f"delayed +{delay_s} s, {how}: lateness p50 / p99 / max ms",
-                    _delayed(rmq.delays.get(name)),
-                    _delayed(ours.delays.get(name)),
-                    _delay_ratio(ours.delays.get(name), rmq.delays.get(name)),
+                    lambda f, k: _delayed(f.delays.get(k)),
+                    lambda o, t, k: _delay_ratio(o.delays.get(k), t.delays.get(k)),
+                    name,
                 )
             )
     for threads in sizes.simple_threads if "simple" in wanted else ():
         sharing = "1 thread" if threads == 1 else f"{threads} threads sharing it"
         out.append(
-            (
+            Line(
+                "simple",
                 f"5.x SimpleConsumer, `receive({SIMPLE_BATCH}, {SIMPLE_INVISIBLE_S})` + `ack` "
                 f"each, {sharing} ({sizes.simple:,} pre-filled, 100 B): msgs/s",
-                _drained(rmq.simple.get(threads)),
-                _drained(ours.simple.get(threads)),
-                _higher(ours.simple.get(threads), rmq.simple.get(threads)),
+                lambda f, k: _drained(f.simple.get(k)),
+                lambda o, t, k: _higher(o.simple.get(k), t.simple.get(k)),
+                threads,
             )
         )
     for interval, label in (
@@ -285,17 +323,34 @@ def _rows(sizes: Sizes, rmq: Figures, ours: Figures) -> list[tuple[str, str, str
     ):
         if "seed" in wanted:
             out.append(
-                (
+                Line(
+                    "seed",
                     f"seed 004 (Num0..Num9), {label}: delivered",
-                    _seed(rmq.seeds.get(interval)),
-                    _seed(ours.seeds.get(interval)),
-                    _seed_ratio(ours.seeds.get(interval), rmq.seeds.get(interval)),
+                    lambda f, k: _seed(f.seeds.get(k)),
+                    lambda o, t, k: _seed_ratio(o.seeds.get(k), t.seeds.get(k)),
+                    interval,
                 )
             )
+    for workload in (w for w in WORKLOADS if w in wanted and w not in ("simple", "seed")):
+        out.append(
+            Line(
+                workload,
+                f"serving process CPU ms per message sent, {workload} (warm-up included)",
+                lambda f, k: f"{f.cpu_ms_per_message[k]:.2f}" if k in f.cpu_ms_per_message else "-",
+                key=workload,
+            )
+        )
+    out.append(
+        Line(
+            "",
+            "serving process RSS / peak RSS at the end, MiB",
+            lambda f, _k: _memory(list(f.memory_kb.values())[-1] if f.memory_kb else None),
+        )
+    )
     return out
 
 
-def markdown(table: list[tuple[str, str, str, str]]) -> str:
+def markdown(table: list[tuple[str, ...]]) -> str:
     cells = [HEADER, *table]
     widths = [max(len(r[i]) for r in cells) for i in range(len(HEADER))]
     lines = [
@@ -310,14 +365,17 @@ def kafka_version() -> str:
     return found.group(1) if found else "?"
 
 
-def report(sizes: Sizes, rmq: Figures, ours: Figures, command: str, seconds: float) -> str:
-    notes = [*rmq.notes, *ours.notes]
-    if rmq.tx_paced_from_call is not None:
-        notes.append(
-            "RocketMQ commit-to-visible (paced) from `tx.commit()` being called rather than "
-            f"returning: {rmq.tx_paced_from_call.cell()} ms"
-        )
-    for figures in (rmq, ours):
+def report(
+    sizes: Sizes, rmq: Figures, ours: Figures, proxy: Figures, command: str, seconds: float
+) -> str:
+    notes = [*rmq.notes, *ours.notes, *proxy.notes]
+    for figures in (rmq, proxy):
+        if figures.tx_paced_from_call is not None:
+            notes.append(
+                f"{figures.system} commit-to-visible (paced) from `tx.commit()` being called "
+                f"rather than returning: {figures.tx_paced_from_call.cell()} ms"
+            )
+    for figures in (rmq, ours, proxy):
         for interval, runs in sorted(figures.seeds.items()):
             checks = "; ".join(
                 f"run {i}: " + (", ".join(f"{k} {at:.1f} s" for k, at in s.checks) or "none")
@@ -356,11 +414,14 @@ def report(sizes: Sizes, rmq: Figures, ours: Figures, command: str, seconds: flo
         f"{time.strftime('%Y-%m-%d')}, {machine()}; RocketMQ 5.4.0 (name server + proxy in Local "
         f"mode, one broker) through rocketmq-python-client 5.1.2; rmq-kafka-adapter "
         f"{adapter.__version__} on Apache Kafka {kafka_version()} (one local broker) with the "
-        f"worker processes its workloads need. The two systems never ran at the same time; "
+        f"worker processes its workloads need, driven by its own Python clients (adapter) and "
+        f"by rocketmq-python-client 5.1.2 through `rmq-adapter proxy` (proxy; the same workload "
+        f"code as RocketMQ's column, only the endpoint changed; it receives with a Kafka "
+        f"reader, as the proxy serves producers only so far). One system at a time; "
         f"their clients ran on the same machine; "
         f"{seconds / 60:.0f} minutes in all. `{command}`.",
         "",
-        markdown(rows(sizes, rmq, ours)),
+        markdown(rows(sizes, rmq, ours, proxy)),
         *seed_line,
     ]
     if notes:
@@ -388,6 +449,14 @@ def run_adapter(sizes: Sizes, figures: Figures) -> None:
     log.info("Kafka broker and workers stopped")
 
 
+def run_proxy(sizes: Sizes, figures: Figures) -> None:
+    from bench import rocketmq_proxy  # imports the 5.x client (the bench extra)
+
+    log.info("starting a Kafka broker, the adapter's workers and rmq-adapter proxy...")
+    rocketmq_proxy.run(sizes, figures)
+    log.info("Kafka broker, workers and proxy stopped")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -395,7 +464,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small counts: a few minutes")
     parser.add_argument(
         "--only",
-        choices=("rocketmq", "adapter"),
+        choices=("rocketmq", "adapter", "proxy"),
         help="run one side only (the other column stays empty)",
     )
     parser.add_argument(
@@ -429,11 +498,12 @@ def main() -> None:
         sizes = replace(sizes, simple=args.simple)
     if args.workloads:
         sizes = replace(sizes, workloads=tuple(w for w in WORKLOADS if w in args.workloads))
-    rmq, ours = Figures("RocketMQ"), Figures("adapter")
+    rmq, ours, proxy = Figures("RocketMQ"), Figures("adapter"), Figures("proxy")
     started = time.monotonic()
     sides: list[tuple[str, Callable[[Sizes, Figures], None], Figures]] = [
         ("rocketmq", run_rocketmq, rmq),
         ("adapter", run_adapter, ours),
+        ("proxy", run_proxy, proxy),
     ]
     for name, run, figures in sides:
         if args.only in (None, name):
@@ -443,7 +513,7 @@ def main() -> None:
             )
             run(sizes, figures)
     command = " ".join(["python -m bench.rocketmq", *sys.argv[1:]])
-    text = report(sizes, rmq, ours, command, time.monotonic() - started)
+    text = report(sizes, rmq, ours, proxy, command, time.monotonic() - started)
     OUT.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(text)
     print("\n" + text)

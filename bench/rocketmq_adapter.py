@@ -91,12 +91,14 @@ def _read_keyed(
     ready: Any,
     out: Any,
 ) -> None:
-    """The child process of :class:`Keyed`: put (first arrivals, deliveries) on ``out``."""
+    """The child process of :class:`Keyed`: put (first arrivals, deliveries, due times) on
+    ``out``."""
     consumer = reader_of_new_topic(bootstrap, topic)
     consumer.consume(1, 0.5)  # positioned before the first message
     ready.put(True)
     first: dict[bytes, int] = {}
     deliveries: Counter[bytes] = Counter()
+    due: dict[bytes, int] = {}
     deadline = time.monotonic() + timeout_s
     end: float | None = None
     try:
@@ -106,21 +108,25 @@ def _read_keyed(
             for r in records:
                 if r.error() is not None:
                     continue
-                key = (r.value() or b"") if by_body else dict(r.headers() or [])[prop.UNIQ_KEY]
+                headers = dict(r.headers() or [])
+                key = (r.value() or b"") if by_body else headers[prop.UNIQ_KEY]
                 deliveries[key] += 1
                 first.setdefault(key, at)
+                if prop.TIMER_DELIVER_MS in headers:
+                    due[key] = int(headers[prop.TIMER_DELIVER_MS])
             if end is None and len(first) >= n:
                 end = min(deadline, time.monotonic() + linger_s)
     finally:
         consumer.close()
-    out.put((first, deliveries))
+    out.put((first, deliveries, due))
 
 
 class Keyed:
     """A read_committed reader of a real topic in a child process, as RocketMQ's receiver is
     (a thread of the benchmark's process shares the GIL with its 8 sending threads and waits
     out its garbage collections): first arrival and deliveries per ``UNIQ_KEY`` (or per body),
-    until ``n`` distinct ones arrived or the deadline, then ``linger_s`` more for duplicates."""
+    until ``n`` distinct ones arrived or the deadline, then ``linger_s`` more for duplicates;
+    the due time of a timer message (its ``TIMER_DELIVER_MS``)."""
 
     def __init__(
         self,
@@ -133,6 +139,7 @@ class Keyed:
     ) -> None:
         self.first: dict[bytes, int] = {}
         self.deliveries: Counter[bytes] = Counter()
+        self.due: dict[bytes, int] = {}
         self._wait_s = timeout_s + linger_s + 60
         self._child = ChildRun(
             _read_keyed,
@@ -141,7 +148,7 @@ class Keyed:
         )
 
     def wait(self) -> Keyed:
-        self.first, self.deliveries = self._child.result(self._wait_s)
+        self.first, self.deliveries, self.due = self._child.result(self._wait_s)
         return self
 
     @property

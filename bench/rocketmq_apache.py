@@ -24,14 +24,16 @@ that ``bench/rocketmq_server.py`` starts.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import math
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rocketmq import (
     ClientConfiguration,
@@ -71,7 +73,7 @@ from bench.rocketmq_figures import (
     simple_phases,
     simple_runs,
 )
-from bench.rocketmq_server import OUT, RocketMQ, Topic
+from bench.rocketmq_server import OUT, Topic
 from bench.simple_consumer import Tally, drain
 from bench.simple_consumer import body as simple_body
 from bench.transactions import run_threads
@@ -266,6 +268,29 @@ class Receiver:
 # -- the workloads -----------------------------------------------------------------------------
 
 
+class Target(Protocol):
+    """Where the workloads run: an endpoint of RocketMQ's 5.x protocol (Apache RocketMQ's proxy,
+    ``bench.rocketmq_server.RocketMQ``, or ``rmq-adapter proxy``, ``bench.rocketmq_proxy``)."""
+
+    @property
+    def endpoints(self) -> str: ...
+
+    def create_topics(self, topics: Sequence[Topic]) -> None: ...
+
+    def create_groups(self, groups: Sequence[str]) -> None: ...
+
+    def set_broker_config(self, key: str, value: str) -> None: ...
+
+
+class Receiving(Protocol):
+    def wait(self) -> Arrivals: ...
+
+
+Receive = Callable[..., Receiving]
+"""``receive(topic, prefix, n, timeout_s=..., linger_s=1.0)``: a receiver of ``topic`` started
+before the first message is sent (as :class:`Receiver`)."""
+
+
 class CommitChecker(TransactionChecker):
     """Answers COMMIT; notes each check-back (key, epoch ms)."""
 
@@ -282,7 +307,7 @@ def _started(producer: Producer) -> Producer:
     return producer
 
 
-def transactions(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+def transactions(server: Target, sizes: Sizes, figures: Figures, receive: Receive) -> None:
     """Throughput (8 threads, 100 B, committed end to end) and paced commit-to-visible."""
     checker = CommitChecker()
     producer = _started(
@@ -307,34 +332,35 @@ def transactions(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
     try:
         # Untimed warm-up through a receiver of its own: the JVM's JIT, routes, connections.
         w = sizes.warm_up
-        log.info("RocketMQ: warm-up, %d transactions (untimed)", w)
-        receiver = Receiver(server.endpoints, TX_WARM, b"w:", w, timeout_s=max(120.0, w / 20))
+        log.info("%s: warm-up, %d transactions (untimed)", figures.system, w)
+        receiver = receive(TX_WARM, b"w:", w, timeout_s=max(120.0, w / 20))
         run_threads(w, lambda i: send(TX_WARM, body("w", i)), deadline_s=max(300, w / 10))
         receiver.wait()
         checks_before = len(checker.calls)
 
         n = sizes.tx_messages
-        log.info("RocketMQ: transactional throughput, %d messages from 8 threads", n)
-        receiver = Receiver(server.endpoints, TX_LOAD, b"t:", n, timeout_s=max(180.0, n / 50))
+        log.info("%s: transactional throughput, %d messages from 8 threads", figures.system, n)
+        receiver = receive(TX_LOAD, b"t:", n, timeout_s=max(180.0, n / 50))
         sent = run_threads(n, lambda i: send(TX_LOAD, body("t", i)), deadline_s=max(600, n / 20))
         seen = receiver.wait()
         got = {b: at for b, at in seen.first.items() if b.startswith(b"t:")}
         figures.tx = Throughput.end_to_end(sent, got, n)
         figures.tx_under_load = Latency.of([at - committed[b] for b, at in got.items()])
         if sent.first_error:
-            figures.notes.append(f"RocketMQ transactional sends: {sent.first_error}")
+            figures.notes.append(f"{figures.system} transactional sends: {sent.first_error}")
         checks = len(checker.calls) - checks_before
         if seen.duplicates or checks:
             figures.notes.append(
-                f"RocketMQ transactional throughput: {seen.duplicates} duplicate deliveries, "
+                f"{figures.system} transactional throughput: {seen.duplicates} duplicate "
+                "deliveries, "
                 f"{checks} check-backs (all messages were committed at once)"
             )
 
         committed.clear()
         commit_called.clear()
         n, pace = sizes.paced, sizes.pace
-        log.info("RocketMQ: commit-to-visible, %d messages at %.0f/s", n, pace)
-        receiver = Receiver(server.endpoints, TX_PACED, b"l:", n, timeout_s=n / pace + 120)
+        log.info("%s: commit-to-visible, %d messages at %.0f/s", figures.system, n, pace)
+        receiver = receive(TX_PACED, b"l:", n, timeout_s=n / pace + 120)
         run_threads(
             n,
             lambda i: send(TX_PACED, body("l", i)),
@@ -346,12 +372,14 @@ def transactions(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
         figures.tx_paced = Latency.of([at - committed[b] for b, at in got.items()])
         figures.tx_paced_from_call = Latency.of([at - commit_called[b] for b, at in got.items()])
         if len(got) < n:
-            figures.notes.append(f"RocketMQ paced transactions: {n - len(got)} of {n} not seen")
+            figures.notes.append(
+                f"{figures.system} paced transactions: {n - len(got)} of {n} not seen"
+            )
     finally:
         producer.shutdown()
 
 
-def normal_sends(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+def normal_sends(server: Target, sizes: Sizes, figures: Figures) -> None:
     """Sync sends of normal messages, 8 threads, 100 B: sends/s."""
     producer = _started(Producer(configuration(server.endpoints), (NORMAL.name,)))
 
@@ -372,7 +400,7 @@ def normal_sends(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
         producer.shutdown()
 
 
-def delays(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+def delays(server: Target, sizes: Sizes, figures: Figures, receive: Receive) -> None:
     """Delayed messages (``delivery_timestamp``, whole seconds): burst and paced, per delay."""
     names = [(d, p, delay_name(d, p)) for d in sizes.delays_s for p in (False, True)]
     producer = _started(
@@ -383,7 +411,7 @@ def delays(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
     )
     try:
         # Untimed warm-up: a burst at +1 s through the timer wheel.
-        receiver = Receiver(server.endpoints, DELAY_WARM, b"w:", DELAY_WARM_UP, timeout_s=90)
+        receiver = receive(DELAY_WARM, b"w:", DELAY_WARM_UP, timeout_s=90)
 
         def warm(i: int) -> None:
             m = Message()
@@ -407,9 +435,9 @@ def delays(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
                 m.delivery_timestamp = math.ceil(time.time() + delay_s)
                 producer.send(m)
 
-            log.info("RocketMQ: delayed messages, %s (%d)", name, n)
+            log.info("%s: delayed messages, %s (%d)", figures.system, name, n)
             send_s = n / pace if pace else 10.0
-            receiver = Receiver(server.endpoints, topic, b"d:", n, timeout_s=send_s + delay_s + 60)
+            receiver = receive(topic, b"d:", n, timeout_s=send_s + delay_s + 60)
             sent = run_threads(n, send, deadline_s=send_s + 120, per_second=pace)
             seen = receiver.wait()
             late = [at - seen.due[b] for b, at in seen.first.items() if b in seen.due]
@@ -421,7 +449,7 @@ def delays(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
                 duplicates=seen.duplicates,
             )
             if sent.errors:
-                figures.notes.append(f"RocketMQ delay {name}: {sent.errors} send errors")
+                figures.notes.append(f"{figures.system} delay {name}: {sent.errors} send errors")
     finally:
         producer.shutdown()
 
@@ -435,7 +463,7 @@ def simple_message(topic: Topic, i: int) -> Message:
     return m
 
 
-def simple(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+def simple(server: Target, sizes: Sizes, figures: Figures) -> None:
     """The official SimpleConsumer draining a pre-filled topic, per phase (``simple_runs``)."""
 
     def drain_phase(phase: str, n: int, threads: int) -> Drained:
@@ -471,7 +499,12 @@ def simple(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
 
 
 def seed(
-    server: RocketMQ, check_interval_ms: int, run: int, watch_s: float, figures: Figures
+    server: Target,
+    check_interval_ms: int,
+    run: int,
+    watch_s: float,
+    figures: Figures,
+    receive: Receive,
 ) -> None:
     """Seed 004: Num0..Num9 in transactions, answers per key; deliveries per key. The broker
     must run with ``check_interval_ms`` already."""
@@ -482,9 +515,7 @@ def seed(
         # The first check comes after transactionTimeOut (6 s) at the check service's next run
         # (every transactionCheckInterval), so up to about 6 s + one interval.
         timeout_s = 6 + 2 * check_interval_ms / 1000 + 30
-        receiver = Receiver(
-            server.endpoints, topic, b"Hello", len(SEED_EXPECTED), timeout_s, linger_s=watch_s
-        )
+        receiver = receive(topic, b"Hello", len(SEED_EXPECTED), timeout_s, linger_s=watch_s)
         started = now_ms()
         for key in SEED_KEYS:
             m = Message()
@@ -513,9 +544,12 @@ def seed(
         producer.shutdown()
 
 
-def run(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
+def run(server: Target, sizes: Sizes, figures: Figures, receive: Receive | None = None) -> None:
     """The workloads of ``sizes.workloads`` against the running ``server``, in the table's order
-    (the seed runs last: the second one changes the broker's check interval)."""
+    (the seed runs last: the second one changes the broker's check interval). ``receive``: how
+    a workload receives what it sent (default: the official ``SimpleConsumer`` through the
+    server's endpoint, :class:`Receiver`)."""
+    receive = receive or functools.partial(Receiver, server.endpoints)
     quiet_client_log()
     topics = all_topics(sizes)
     server.create_topics(topics)
@@ -523,9 +557,9 @@ def run(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
     figures.attempt_selected(
         sizes,
         {
-            "transactions": lambda: transactions(server, sizes, figures),
+            "transactions": lambda: transactions(server, sizes, figures, receive),
             "normal": lambda: normal_sends(server, sizes, figures),
-            "delays": lambda: delays(server, sizes, figures),
+            "delays": lambda: delays(server, sizes, figures, receive),
             "simple": lambda: simple(server, sizes, figures),
         },
     )
@@ -541,6 +575,6 @@ def run(server: RocketMQ, sizes: Sizes, figures: Figures) -> None:
             figures.attempt(
                 f"seed 004, check interval {interval} ms, run {run} of {sizes.seed_runs}",
                 lambda interval=interval, run=run: seed(
-                    server, interval, run, sizes.seed_watch_s, figures
+                    server, interval, run, sizes.seed_watch_s, figures, receive
                 ),
             )

@@ -1,7 +1,8 @@
 """What bench/rocketmq.py measures on each system, in one shape, and the sizes of a run.
 
-Both sides (``bench/rocketmq_apache.py`` for Apache RocketMQ, ``bench/rocketmq_adapter.py`` for
-the adapter) fill one ``Figures``; ``bench/rocketmq.py`` sets the two side by side.
+Each column (``bench/rocketmq_apache.py`` for Apache RocketMQ, ``bench/rocketmq_adapter.py`` for
+the adapter's Python clients, ``bench/rocketmq_proxy.py`` for the official client through
+``rmq-adapter proxy``) fills one ``Figures``; ``bench/rocketmq.py`` sets them side by side.
 """
 
 from __future__ import annotations
@@ -269,8 +270,13 @@ class Figures:
     delays: dict[str, Delayed] = field(default_factory=dict)  # "1 s burst", "5 s paced", ...
     seeds: dict[int, list[Seed]] = field(default_factory=dict)  # check interval ms -> runs
     simple: dict[int, Drained] = field(default_factory=dict)  # threads -> the drained topic
+    # The serving process's cost per workload (the proxy's column only): CPU ms per message sent,
+    # and its VmRSS / VmHWM in KiB after the workload.
+    cpu_ms_per_message: dict[str, float] = field(default_factory=dict)
+    memory_kb: dict[str, dict[str, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     ran: bool = False
+    skipped: set[str] = field(default_factory=set)  # workloads this column does not run
 
     def attempt(self, workload: str, run: Callable[[], None]) -> None:
         """Run one workload; a failure is noted (and logged) and the next workload runs."""
