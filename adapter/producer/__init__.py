@@ -1,2 +1,3 @@
-"""The drop-in ``Producer``, its settings, and the send core it shares with
-``TransactionMQProducer``."""
+"""The drop-in ``Producer``: ``producer`` (the client), ``sender`` (the send core it shares with
+``TransactionMQProducer``), ``routing`` (the queue of an orderly message) and ``config`` (its
+settings)."""

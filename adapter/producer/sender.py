@@ -9,7 +9,7 @@ Reproduces the sending half of RocketMQ's ``DefaultMQProducerImpl``:
   after a failure has the same id;
 - ``send_oneway`` hands the message to the client and returns; delivery failures are logged
   and counted, never raised, as RocketMQ's oneway send does not report them either;
-- orderly sends pick the queue with RocketMQ's hash rule (:mod:`adapter.routing`);
+- orderly sends pick the queue with RocketMQ's hash rule (:mod:`adapter.producer.routing`);
 - the send timeout (default 3000 ms) bounds each send, retries included; bodies larger than
   ``max_message_size`` (default 4 MiB) and empty bodies are refused before sending;
 - a message with a delay level (clamped to the highest) is parked as a ``ScheduledMessage`` on
@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaRecord
 
-from adapter import naming, routing
+from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.exceptions import (
@@ -44,6 +44,7 @@ from adapter.exceptions import (
 from adapter.kafka import clients, io, schemas
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.message import Message
+from adapter.producer import routing
 from adapter.producer.config import ProducerConfig
 from adapter.schedule.envelope import scheduled
 from adapter.wire import codec

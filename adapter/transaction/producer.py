@@ -53,7 +53,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaRecord
 
-from adapter import naming, routing
+from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import KafkaSettings
@@ -66,6 +66,7 @@ from adapter.exceptions import (
 from adapter.kafka.io import MissingTopic
 from adapter.message import Message, ReceivedMessage
 from adapter.msgid import new_message_id
+from adapter.producer import routing
 from adapter.producer.config import ProducerConfig
 from adapter.producer.producer import ProducerBase
 from adapter.producer.sender import Outgoing, Sender, SendResult, SendStatus

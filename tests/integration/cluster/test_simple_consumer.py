@@ -28,7 +28,7 @@ from confluent_kafka import AcknowledgeType, ElectionType, TopicPartition
 
 from adapter import naming
 from adapter.kafka import clients
-from adapter.routing import java_string_hash
+from adapter.producer.routing import java_string_hash
 from adapter.v5 import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 from adapter.v5.exception import ClientException
 from tests.cluster import KafkaCluster

@@ -15,7 +15,7 @@ import pytest
 
 from adapter import naming
 from adapter import properties as prop
-from adapter.routing import queue_for_sharding_key
+from adapter.producer.routing import queue_for_sharding_key
 from tests.integration.proxy import java
 from tests.integration.proxy.conftest import RunningProxy
 from tests.integration.proxy.reads import all_records, records_with_ids, uniq

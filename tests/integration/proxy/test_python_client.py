@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from adapter import properties as prop
-from adapter.routing import queue_for_sharding_key
+from adapter.producer.routing import queue_for_sharding_key
 from tests.brokers import ROOT
 from tests.integration.proxy.conftest import RunningProxy
 from tests.integration.proxy.reads import records_with_ids

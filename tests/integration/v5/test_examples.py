@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from adapter import properties as prop
 from adapter.delay import DelayLevels
 from adapter.kafka import clients
-from adapter.routing import queue_for_sharding_key
+from adapter.producer.routing import queue_for_sharding_key
 from tests.brokers import ROOT
 from tests.support import init_system_topics, unique, wait_until
 

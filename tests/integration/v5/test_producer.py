@@ -10,9 +10,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 from confluent_kafka import TopicPartition
 
-from adapter import naming, routing
+from adapter import naming
 from adapter import properties as prop
 from adapter.kafka import clients
+from adapter.producer import routing
 from adapter.v5 import Message, SendReceipt
 from adapter.v5.exception import IllegalArgumentException
 from tests.integration.v5.conftest import MakeV5Producer

@@ -12,7 +12,7 @@ import pytest
 
 from adapter import naming
 from adapter.kafka import clients
-from adapter.routing import queue_for_sharding_key
+from adapter.producer.routing import queue_for_sharding_key
 from adapter.v5 import (
     ConsumeResult,
     FilterExpression,

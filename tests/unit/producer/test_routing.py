@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.routing import java_string_hash, queue_for_sharding_key
+from adapter.producer.routing import java_string_hash, queue_for_sharding_key
 
 pytestmark = pytest.mark.timeout(30)
 
