@@ -33,12 +33,6 @@ def test_every_relative_link_of_the_readme_names_a_file_of_the_repository() -> N
     assert broken_links((ROOT / "README.md").read_text(), ROOT) == []
 
 
-def test_the_readme_links_every_page_of_the_documentation() -> None:
-    readme = (ROOT / "README.md").read_text()
-    pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")}
-    assert {p for p in pages if f"]({p})" not in readme} <= {"docs/index.md"}
-
-
 def test_the_benchmarks_page_includes_benchmarks_md_after_its_title() -> None:
     # docs/benchmarks.md includes BENCHMARKS.md from its third line on, below its own title.
     assert (ROOT / "BENCHMARKS.md").read_text().startswith("# Benchmarks\n\n")
