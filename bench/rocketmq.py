@@ -4,8 +4,12 @@
 against Apache RocketMQ 5.4.0 (name server + proxy in Local mode with its embedded broker, from
 the Maven Central jars, ``bench/rocketmq_server.py``) through the official 5.x Python client
 (``bench/rocketmq_apache.py``), stops it, then runs the same workloads against the adapter on a
-Kafka broker of its own with the adapter's worker processes (``bench/rocketmq_adapter.py``).
-Never both stacks at once: they share the machine's cores with the clients.
+Kafka broker of its own with the adapter's worker processes (``bench/rocketmq_adapter.py``),
+then, third, the RocketMQ column's very workload code (the official client) against
+``rmq-adapter proxy`` on a Kafka broker of its own with those workers, only the endpoint changed
+(``bench/rocketmq_proxy.py``: it receives through a Kafka reader, as the proxy serves producers
+only so far, and skips the SimpleConsumer workload; the proxy's CPU ms per message and RSS are
+rows of the table). Never two stacks at once: they share the machine's cores with the clients.
 
 Measured on each side (100-byte bodies, 8 sending threads sharing one producer, a receiver in a
 child process that stamps when each message first arrives; latencies in ms). Both sides first
@@ -48,10 +52,12 @@ started JVMs run cold (RocketMQ's first thousand transactions ran at a third of 
 ``--workloads simple`` (or any of transactions, normal, delays, simple, seed) runs only those, on
 both sides; ``--simple N`` sets S.
 
-The table (workload | RocketMQ | adapter | adapter/RocketMQ, with the better direction) goes to
-the terminal and, as Markdown, to ``bench/.out/rocketmq/report.md`` for BENCHMARKS.md. ``--quick``
-makes every count small (about 5 minutes in all); the default sizes take about 8 minutes on 2
-cores, measured before the SimpleConsumer workload, which adds about 30 s a side. JVM,
+The table (workload | RocketMQ | adapter | proxy | adapter/RocketMQ | proxy/RocketMQ, with the
+better direction; ``--only rocketmq|adapter|proxy`` fills one column) goes to the terminal
+and, as Markdown, to ``bench/.out/rocketmq/report.md`` for BENCHMARKS.md. ``--quick`` makes
+every count small (about 5 minutes in all before the third column); the default sizes take
+about 8 minutes on 2 cores, measured before the SimpleConsumer workload, which adds about 30 s
+a side. JVM,
 coordinator and client logs stay under ``bench/.out/rocketmq/``.
 """
 
