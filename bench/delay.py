@@ -34,7 +34,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message, Producer
 from adapter.delay import DelayLevels
-from adapter.kafka import clients, io, topics
+from adapter.kafka import clients, reading, topics
 from bench.common import (
     Table,
     kafka,
@@ -145,7 +145,7 @@ def receive(
     deadline = time.monotonic() + timeout
     try:
         while len(got) < n and time.monotonic() < deadline:
-            records = io.fetch(c, 1000, 0.05)
+            records = reading.fetch(c, 1000, 0.05)
             at = now_ms()
             for r in records:
                 if r.error() is None:

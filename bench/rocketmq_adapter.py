@@ -33,7 +33,7 @@ from typing import Any
 from adapter import properties as prop
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
-from adapter.kafka import io, topics
+from adapter.kafka import reading, topics
 from adapter.message import ReceivedMessage
 from bench.client import adapter_producer
 from bench.common import (
@@ -103,7 +103,7 @@ def _read_keyed(
     end: float | None = None
     try:
         while time.monotonic() < (end or deadline):
-            records = io.fetch(consumer, 1000, 0.05)
+            records = reading.fetch(consumer, 1000, 0.05)
             at = now_ms()
             for r in records:
                 if r.error() is not None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from adapter import properties as prop
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
-from adapter.kafka import clients, io, topics
+from adapter.kafka import clients, reading, topics
 from adapter.message import Message as WireMessage
 from adapter.schedule.envelope import scheduled
 from adapter.schedule.plan import SCHEDULE, hop_headers
@@ -70,7 +70,7 @@ def receive_until(
     deadline = time.monotonic() + timeout_s
     try:
         while len(got) < n and time.monotonic() < deadline:
-            records = io.fetch(reader, 1000, 0.05)
+            records = reading.fetch(reader, 1000, 0.05)
             at = now_ms()
             for r in records:
                 if r.error() is None:

@@ -49,7 +49,7 @@ from confluent_kafka import KafkaException
 from adapter import naming
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.delay import DelayLevels
-from adapter.kafka import clients, io, topics
+from adapter.kafka import clients, reading, topics
 from adapter.message import ReceivedMessage
 from bench.common import (
     ChildRun,
@@ -126,7 +126,7 @@ def _read(bootstrap: str, topic: str, n: int, timeout: float, ready: Any, out: A
     deadline = time.monotonic() + timeout
     try:
         while len(got) < n and time.monotonic() < deadline:
-            records = io.fetch(c, 1000, 0.05)
+            records = reading.fetch(c, 1000, 0.05)
             at = now_ms()
             for r in records:
                 if r.error() is None:

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, Phase, settings
 from adapter import naming
 from adapter.client import Message, Producer, SendResult
 from adapter.delay import DelayLevels
-from adapter.kafka import clients, io, topics
+from adapter.kafka import clients, topics
+from adapter.kafka import metadata as kafka_metadata
 from adapter.kafka.worker import ExactlyOnceWorker
 
 T = TypeVar("T")
@@ -114,7 +115,7 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
     """The group's committed offset per partition (-1001 where none), as `status` reads it."""
     wanted = [TopicPartition(naming.kafka_topic(topic), p) for p in range(partitions)]
     conf = {"bootstrap.servers": bootstrap}
-    return dict(enumerate(io.committed_offsets(conf, group, wanted)))
+    return dict(enumerate(kafka_metadata.committed_offsets(conf, group, wanted)))
 
 
 def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> str:

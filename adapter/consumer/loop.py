@@ -7,8 +7,9 @@ Reproduces the pull side of RocketMQ's ``DefaultMQPushConsumerImpl`` on a Kafka 
   ``<group>@<instanceName>`` (see :func:`adapter.naming.broadcast_group_id`);
 - clustering consumers also consume their group's ``%RETRY%<group>``, and a retried message
   reaches the callback of its original topic;
-- a fetch hands records to the callbacks as soon as one is there (:func:`adapter.kafka.io.fetch`;
-  librdkafka's ``consume(n, t)`` would hold every delivery until n records or t passed);
+- a fetch hands records to the callbacks as soon as one is there
+  (:func:`adapter.kafka.reading.fetch`; librdkafka's ``consume(n, t)`` would hold every delivery
+  until n records or t passed);
 - offsets are committed every second, only over the contiguous prefix of finished messages
   (:mod:`adapter.consumer.offsets`), so a slow message is never skipped by faster ones;
 - a queue with more than ``max_in_flight_per_queue`` (1000) unfinished messages is paused
@@ -46,7 +47,7 @@ from adapter.consumer.config import ConsumerConfig, MessageModel
 from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscription
 from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError, InvalidNameError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, reading
 from adapter.logs import RepeatLimiter, shape
 from adapter.message import ReceivedMessage
 from adapter.tags import TagFilter
@@ -254,7 +255,7 @@ class ConsumeLoop:
         self._dispatcher.dispatch_due_retries()
         self._apply_backpressure()
         try:
-            records = io.fetch(self._client, _POLL_BATCH, _POLL_TIMEOUT_S)
+            records = reading.fetch(self._client, _POLL_BATCH, _POLL_TIMEOUT_S)
         except KafkaException as exc:
             log.warning("consumer %s poll failed: %s", self._config.group, exc)
             self._stopping.wait(1.0)

@@ -33,7 +33,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.consumer.config import ConsumerConfig
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, io, schemas
+from adapter.kafka import clients, schemas, writing
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.message import Delivery, ReceivedMessage
 from adapter.property_bytes import restored
@@ -137,7 +137,7 @@ class SendBack:
             max_reconsume_times=self._config.max_reconsume_times,
         )
         headers = [(prop.UNIQ_KEY, message.id.encode()), (prop.DELAY, str(level).encode())]
-        io.produce_and_ack(
+        writing.produce_and_ack(
             producer,
             _SCHEDULE,
             codec.encode(record),
@@ -158,7 +158,7 @@ class SendBack:
             max_reconsume_times=self._config.max_reconsume_times,
             reason=why,
         )
-        io.produce_and_ack(
+        writing.produce_and_ack(
             producer,
             topic,
             record.value,

@@ -1,7 +1,9 @@
 """The Kafka plumbing every part shares.
 
 ``clients`` (consumers, producers and admin clients, their logs through Python logging),
-``io`` (fetching, producing with an acknowledgement, reading back, offsets), ``topics`` (the
+``reading`` (fetching, reading back to the end, decoding a system record), ``writing``
+(producing within a deadline, with an acknowledgement), ``metadata`` (partition counts,
+committed offsets, visible topics), ``retry`` (asking Kafka again, on tenacity), ``topics`` (the
 system topics and their layout), ``schemas`` (the Avro schemas' registration), ``transactor``
 (a worker's transactional producer, under a watchdog), ``worker`` (the exactly-once worker:
 turns, failures, health), ``worker_config`` (what every worker is configured with) and

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import KafkaSettings
-from adapter.kafka import clients, io
+from adapter.kafka import clients, reading
 from adapter.wire import codec
 from adapter.wire.records import RECORD_TYPES
 
@@ -107,7 +107,7 @@ class SchemaTopic:
             if not _exists(conf, _LOOKUP_TIMEOUT_S):
                 return
             self._reader = clients.consumer(
-                {"group.id": "rmq-adapter-schemas", **conf, **io.READER_SETTINGS}
+                {"group.id": "rmq-adapter-schemas", **conf, **reading.READER_SETTINGS}
             )
             self._reader.assign([TopicPartition(SCHEMAS, 0, 0)])
         reader = self._reader

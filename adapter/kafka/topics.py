@@ -38,7 +38,7 @@ from adapter.delay import DelayLevels
 from adapter.exceptions import KafkaUnavailableError, TopicLayoutError
 from adapter.hops import HopTable
 from adapter.kafka import clients
-from adapter.kafka.io import PartitionCounts
+from adapter.kafka.metadata import PartitionCounts
 
 DEFAULT_HALF_PARTITIONS = 8
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}

@@ -28,7 +28,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from adapter.clock import SYSTEM_CLOCK
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, writing
+from adapter.kafka.retry import keep_trying
 
 log = logging.getLogger("adapter.kafka")
 
@@ -159,7 +160,7 @@ class Transactor:
         """Run a transactional call again while it fails with a retriable error (a coordinator
         loading or moving), as librdkafka asks; up to the transaction timeout."""
         try:
-            io.keep_trying(
+            keep_trying(
                 lambda: self.call(what, operation),
                 when=_retriable,
                 every_s=0.1,
@@ -176,7 +177,7 @@ class Transactor:
         return producer
 
     def produce(self, topic: str, value: bytes | None, **kwargs: Any) -> None:
-        io.produce(self.producer, topic, value, timeout_s=self.timeout_s, **kwargs)
+        writing.produce(self.producer, topic, value, timeout_s=self.timeout_s, **kwargs)
 
     def send_offsets(self, positions: list[TopicPartition], consumer: Consumer) -> None:
         """Put the consumer's ``positions`` into the open transaction."""

@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry
 
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.exceptions import AdapterError, TopicLayoutError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, metadata
 from adapter.kafka.rereads import Rereads
 from adapter.kafka.transactor import Fenced, Stuck, Transactor
 from adapter.kafka.worker_config import WorkerConfig
@@ -142,7 +142,7 @@ class ExactlyOnceWorker(ABC, Generic[C]):
         self.rereads = Rereads(self.log)
         """Records the consumer delivered again (its position went back): noted, then reported
         once a turn."""
-        self.topics = io.PartitionCounts(
+        self.topics = metadata.PartitionCounts(
             lambda *a, **k: self.tx.producer.list_topics(*a, **k), timeout_s=10, clock=clock
         )
         """Partition counts of the topics the worker writes to."""

@@ -24,7 +24,7 @@ from adapter.config import KafkaSettings, default_worker_id
 from adapter.delay import DelayLevels
 from adapter.exceptions import KafkaUnavailableError
 from adapter.kafka import clients, topics
-from adapter.kafka.io import PartitionCounts
+from adapter.kafka.metadata import PartitionCounts
 from adapter.kafka.worker import AnyWorker
 from adapter.kafka.worker_config import DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
 from adapter.ops.broker_cli import broker

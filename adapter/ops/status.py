@@ -27,7 +27,7 @@ from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.kafka import clients
-from adapter.kafka.io import committed_offsets
+from adapter.kafka.metadata import committed_offsets
 
 _SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 

@@ -41,7 +41,8 @@ from adapter.exceptions import (
     MessageTooLargeError,
     ProducerException,
 )
-from adapter.kafka import clients, io, schemas
+from adapter.kafka import clients, schemas, writing
+from adapter.kafka.metadata import PartitionCounts
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.message import Message
 from adapter.producer import routing
@@ -82,7 +83,7 @@ class Outgoing(NamedTuple):
 
     def produce_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``produce`` beyond topic and value."""
-        return io.produce_kwargs(self.headers, self.partition, self.key)
+        return writing.produce_kwargs(self.headers, self.partition, self.key)
 
 
 class Sender:
@@ -111,7 +112,7 @@ class Sender:
         self.timeout_s = config.send_timeout_ms / 1000
         # Readers must find this release's schemas before its first record (schema evolution).
         schemas.install(config.kafka).wait(min(self.timeout_s, schemas.START_WAIT_S))
-        self.topics = io.PartitionCounts(self.client.list_topics, timeout_s=self.timeout_s)
+        self.topics = PartitionCounts(self.client.list_topics, timeout_s=self.timeout_s)
         self.oneway_failures = 0
         self._cluster_id: str | None = None
         self._reports_served = reports_served
@@ -221,10 +222,10 @@ class Sender:
 
     def produce_and_ack(
         self, record: Outgoing, error: type[ProducerException], what: str
-    ) -> io.Ack:
+    ) -> writing.Ack:
         kwargs = record.produce_kwargs()
         try:
-            return io.produce_and_ack(
+            return writing.produce_and_ack(
                 self.client,
                 record.topic,
                 record.value,
@@ -251,7 +252,9 @@ class Sender:
         kwargs = record.produce_kwargs()
         kwargs["on_delivery"] = on_delivery or self._on_oneway_delivery
         try:
-            io.produce(self.client, record.topic, record.value, timeout_s=self.timeout_s, **kwargs)
+            writing.produce(
+                self.client, record.topic, record.value, timeout_s=self.timeout_s, **kwargs
+            )
         except (AdapterError, KafkaException) as exc:
             raise error(self.with_address(exc)) from exc
         if not self._reports_served:

@@ -24,7 +24,7 @@ from adapter.exceptions import (
     InvalidNameError,
     MessageTooLargeError,
 )
-from adapter.kafka.io import MissingTopic
+from adapter.kafka.metadata import MissingTopic
 from adapter.proxy.protocol import Code, definition
 
 __all__ = ["Code", "ProxyError", "code_name", "of_exception", "status"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from adapter import naming
-from adapter.kafka.io import MissingTopic, PartitionCounts
+from adapter.kafka.metadata import MissingTopic, PartitionCounts
 from adapter.proxy import codes
 from adapter.proxy.auth import Account, Perm
 from adapter.proxy.codes import Code, ProxyError

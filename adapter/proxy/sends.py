@@ -37,7 +37,7 @@ from confluent_kafka import KafkaException
 
 from adapter import naming
 from adapter.exceptions import AdapterError, ProducerException
-from adapter.kafka.io import MissingTopic
+from adapter.kafka.metadata import MissingTopic
 from adapter.producer.sender import Sender
 from adapter.proxy import codes
 from adapter.proxy.auth import Account, Perm

@@ -49,8 +49,8 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter.exceptions import AdapterError
 from adapter.hops import HopTable
-from adapter.kafka import io, schemas
-from adapter.kafka.io import caught_up, fetch
+from adapter.kafka import metadata, schemas
+from adapter.kafka.reading import caught_up, fetch
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.logs import RepeatLimiter
@@ -108,7 +108,9 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         return [SCHEDULE]
 
     def prepare(self) -> None:
-        io.require_visible(self.config.kafka.librdkafka({}), [SCHEDULE, RECALLS], "READ", 10.0)
+        metadata.require_visible(
+            self.config.kafka.librdkafka({}), [SCHEDULE, RECALLS], "READ", 10.0
+        )
         check_schedule_partitions(self.topics, self.config.levels)
         require_broker_stamps(self.config.kafka.librdkafka({}), 10.0, log)
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)

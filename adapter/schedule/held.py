@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from adapter.kafka import io
+from adapter.kafka import writing
 from adapter.schedule.head_of_line import Entry
 
 
@@ -50,4 +50,4 @@ class Send:
 
     def produce_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``produce`` beyond topic and value."""
-        return io.produce_kwargs(self.headers, self.partition, self.key)
+        return writing.produce_kwargs(self.headers, self.partition, self.key)

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, reading, writing
 from adapter.schedule import recall as rules
 from adapter.schedule.recall import Marker, RecallHandle
 
@@ -72,7 +72,7 @@ def recall(
     delivered = AdapterError(f"message {handle.message_id} was delivered already; cannot recall")
 
     def append(value: bytes | None, kind: bytes, what: str) -> int:
-        ack = io.produce_and_ack(
+        ack = writing.produce_and_ack(
             producer,
             RECALL_TOPIC,
             value,
@@ -109,7 +109,7 @@ class _MarkerReader:
 
     def __init__(self, conf: Mapping[str, Any], from_ms: int, timeout_s: float) -> None:
         self._deadline = SYSTEM_CLOCK.monotonic() + timeout_s
-        self._consumer = clients.consumer({"group.id": _GROUP, **conf, **io.READER_SETTINGS})
+        self._consumer = clients.consumer({"group.id": _GROUP, **conf, **reading.READER_SETTINGS})
         try:
             partition = TopicPartition(RECALL_TOPIC, PARTITION)
             _, self.end = self._consumer.get_watermark_offsets(partition, timeout_s, cached=False)
@@ -166,7 +166,7 @@ def _read(
                 f"{naming.TIMER_RECALL_TOPIC} could not be read within {timeout_s:g} s; "
                 "the recall may still take effect"
             )
-        for record in io.fetch(consumer, 500, 0.1):
+        for record in reading.fetch(consumer, 500, 0.1):
             if passed is not None:
                 passed(record)
             error = record.error()
@@ -200,7 +200,7 @@ class RecallView:
 
     def poll(self) -> None:
         """Take in what has arrived, without waiting."""
-        self._take(io.fetch(self._consumer, 1000, 0))
+        self._take(reading.fetch(self._consumer, 1000, 0))
 
     def read_past(self, offset: int, timeout_s: float) -> None:
         """Read up to and including ``offset``; :class:`AdapterError` after ``timeout_s``."""

@@ -41,7 +41,8 @@ from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import DEFAULT_MAX_MESSAGE_SIZE, KafkaSettings
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, io, schemas
+from adapter.kafka import clients, reading, schemas, writing
+from adapter.kafka.metadata import committed_offsets
 from adapter.kafka.topics import describe_configs, existing_half_partitions
 from adapter.kafka.transactor import Transactor
 from adapter.transaction.config import CheckPolicy
@@ -116,7 +117,7 @@ def pending(
     count = _half_partitions(kafka, timeout_s)
     conf = kafka.librdkafka({})
     wanted = [TopicPartition(t, p) for p in range(count) for t in (HALF, OP)]
-    offsets = io.committed_offsets(conf, naming.TRANS_COORDINATOR_GROUP, wanted, timeout_s)
+    offsets = committed_offsets(conf, naming.TRANS_COORDINATOR_GROUP, wanted, timeout_s)
     half_starts = {p: max(offsets[2 * p], 0) for p in range(count)}
     op_starts = {p: max(offsets[2 * p + 1], 0) for p in range(count)}
     states: dict[int, PartitionState[HalfMessage]] = {
@@ -125,19 +126,19 @@ def pending(
         )
         for p in range(count)
     }
-    for record in io.read_to_end(conf, OP, op_starts, timeout_s, clock):
+    for record in reading.read_to_end(conf, OP, op_starts, timeout_s, clock):
         try:
-            op = io.decode(OpRecord, record, lookup=schemas.lookup_for(kafka))
+            op = reading.decode(OpRecord, record, lookup=schemas.lookup_for(kafka))
         except AdapterError:
             continue
         states[record.partition() or 0].recover_op(op, record.offset() or 0)
     for state in states.values():
         state.recovery_done()
     now = clock.now_ms()
-    for record in io.read_to_end(conf, HALF, half_starts, timeout_s, clock):
+    for record in reading.read_to_end(conf, HALF, half_starts, timeout_s, clock):
         state, offset = states[record.partition() or 0], record.offset() or 0
         try:
-            half = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
+            half = reading.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
             info = half_info(half)
         except AdapterError:  # corrupt or never deliverable: not pending
             state.skip_half(offset)
@@ -165,7 +166,7 @@ def _headers(record: KafkaRecord) -> dict[str, bytes]:
 def _discard_log(kafka: KafkaSettings, timeout_s: float, clock: Clock) -> Iterator[KafkaRecord]:
     conf = kafka.librdkafka({})
     clients.reach(conf, timeout_s)
-    yield from io.read_to_end(conf, DISCARDED, {0: -2}, timeout_s, clock)
+    yield from reading.read_to_end(conf, DISCARDED, {0: -2}, timeout_s, clock)
 
 
 def discarded(
@@ -191,7 +192,7 @@ def discarded(
                 if tid in rows:
                     rows[tid] = replace(rows[tid], resumed_at_ms=at_ms, resumed_as=as_half)
                 continue
-            half = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
+            half = reading.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
             checks = _count(headers, prop.TRANSACTION_CHECK_TIMES, record, tid)
         except AdapterError as exc:
             skipped.append(f"skipped {exc}")
@@ -244,9 +245,11 @@ def _with_outcomes(
         return rows
     conf = kafka.librdkafka({})
     found: dict[tuple[int, int], str] = {}
-    for record in io.read_to_end(conf, OP, _offsets_at(conf, since, timeout_s), timeout_s, clock):
+    for record in reading.read_to_end(
+        conf, OP, _offsets_at(conf, since, timeout_s), timeout_s, clock
+    ):
         try:
-            op = io.decode(OpRecord, record, lookup=schemas.lookup_for(kafka))
+            op = reading.decode(OpRecord, record, lookup=schemas.lookup_for(kafka))
         except AdapterError:
             continue
         if op.kind.value in _OUTCOMES:
@@ -261,13 +264,13 @@ def _with_outcomes(
 
 def _offsets_at(conf: dict[str, Any], since: dict[int, int], timeout_s: float) -> dict[int, int]:
     """The first OP offset of each partition at or after its time (its end when none is)."""
-    asker = clients.consumer({**conf, "group.id": "rmq-adapter-admin", **io.READER_SETTINGS})
+    asker = clients.consumer({**conf, "group.id": "rmq-adapter-admin", **reading.READER_SETTINGS})
     try:
         asked = [TopicPartition(OP, p, ms) for p, ms in since.items()]
         answered = asker.offsets_for_times(asked, timeout=timeout_s)
     finally:
         asker.close()
-    ends = io.log_ends(conf, OP, list(since), timeout_s)
+    ends = reading.log_ends(conf, OP, list(since), timeout_s)
     return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition] for tp in answered}
 
 
@@ -299,14 +302,14 @@ def resume(
         stopping=threading.Event(),
     )
     try:
-        tx.producer  # noqa: B018 - fences any other resume of this transaction first
+        tx.open()  # fences any other resume of this transaction first
         found = _resumable(kafka, transaction_id, timeout_s, clock)
         properties = dict(found.properties)
         properties.setdefault(prop.BORN_TIMESTAMP, str(found.born_timestamp))
         properties.pop(prop.TRANSACTION_CHECK_TIMES, None)
         half = replace(found, properties=properties, born_timestamp=clock.now_ms())
         producer = tx.begin()
-        ack = io.produce_and_ack(
+        ack = writing.produce_and_ack(
             producer,
             HALF,
             codec.encode(half),
@@ -351,7 +354,8 @@ def _resumable(
             resumed = _resumed_marker(record, transaction_id)
             continue
         try:
-            found, resumed = io.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka)), None
+            found = reading.decode(HalfMessage, record, lookup=schemas.lookup_for(kafka))
+            resumed = None
         except AdapterError:
             continue
     if found is not None and resumed is None:

@@ -31,7 +31,7 @@ from adapter import naming
 from adapter.clock import Clock
 from adapter.config import GROUP_CONSUMER
 from adapter.exceptions import AdapterError, ProducerException
-from adapter.kafka import clients, io, schemas
+from adapter.kafka import clients, reading, schemas
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.message import ReceivedMessage
 from adapter.producer.config import ProducerConfig
@@ -137,7 +137,7 @@ class CheckResponder:
         )
         try:
             lookup = schemas.lookup_for(self._sender.config.kafka)
-            request = io.decode(CheckRequest, record, lookup=lookup)
+            request = reading.decode(CheckRequest, record, lookup=lookup)
             ends = self._sender.topics.count(END)
             if not 0 <= request.half_partition < ends:
                 raise AdapterError(

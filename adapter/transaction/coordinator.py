@@ -32,7 +32,7 @@ topics to the same member; OP p is read back when p is assigned. Beyond RocketMQ
 - self-healing: a failed turn is aborted and the owned partitions are read again from the
   last commit (with a new producer if the old one is stuck); a record the consumer delivers
   again is skipped with a warning; the OP replay of a takeover reads to OP's end as it was,
-  past a transaction still open there (``io.read_to_end``).
+  past a transaction still open there (``reading.read_to_end``).
 
 Known gaps: a message committed to a real topic that no longer exists (or whose name is not a
 valid topic) is parked in ``TRANS_CHECK_MAX_TIME_TOPIC`` with the reason instead of being
@@ -53,8 +53,8 @@ from confluent_kafka.admin import AdminClient
 
 from adapter import naming
 from adapter.exceptions import AdapterError, UnusableRecordError
-from adapter.kafka import clients, io, schemas
-from adapter.kafka.io import caught_up, fetch, read_to_end
+from adapter.kafka import clients, metadata, reading, schemas
+from adapter.kafka.reading import caught_up, fetch, read_to_end
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.transaction.config import CoordinatorConfig
 from adapter.transaction.effects import Effects
@@ -110,7 +110,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         schemas.install(self.config.kafka).wait(schemas.START_WAIT_S)
         self._admin = clients.admin(self.config.kafka.librdkafka({}))
         conf = self.config.kafka.librdkafka({})
-        io.require_visible(conf, [HALF, END, OP], "READ", self.tx.timeout_s)
+        metadata.require_visible(conf, [HALF, END, OP], "READ", self.tx.timeout_s)
         log.info("transaction coordinator %s starting", self.config.worker_id)
 
     # -- one turn ---------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _accept_half(self, record: KafkaRecord, state: PartitionState[bytes], turn: Turn) -> None:
         partition, offset = record.partition() or 0, record.offset() or 0
         try:
-            info = half_info(io.decode(HalfMessage, record, lookup=self._lookup))
+            info = half_info(reading.decode(HalfMessage, record, lookup=self._lookup))
         except AdapterError as exc:
             turn.poison.append((record, exc.reason))
             actions = state.skip_half(offset)
@@ -305,7 +305,7 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _decode_routed(self, kind: type[Routed], record: KafkaRecord, what: str) -> Routed:
         """``record`` decoded as ``kind``; refused as misrouted unless the half partition it
         names is the partition it lies on (END and OP are co-partitioned with HALF)."""
-        value = io.decode(kind, record, lookup=self._lookup)
+        value = reading.decode(kind, record, lookup=self._lookup)
         partition = record.partition() or 0
         if value.half_partition != partition:
             raise UnusableRecordError(

@@ -34,7 +34,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.clock import Clock
 from adapter.exceptions import AdapterError
-from adapter.kafka.io import PartitionCounts
+from adapter.kafka.metadata import PartitionCounts
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.kafka.transactor import Transactor
 from adapter.kafka.worker import parked_headers

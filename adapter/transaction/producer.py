@@ -63,7 +63,7 @@ from adapter.exceptions import (
     ProducerSendSyncFailed,
     ProducerStartFailed,
 )
-from adapter.kafka.io import MissingTopic
+from adapter.kafka.metadata import MissingTopic
 from adapter.message import Message, ReceivedMessage
 from adapter.msgid import new_message_id
 from adapter.producer import routing

@@ -24,7 +24,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException
 
 from adapter.exceptions import AdapterError, DeliveryError, LocalQueueFull, RocketMQException
-from adapter.kafka.io import MissingTopic
+from adapter.kafka.metadata import MissingTopic
 
 __all__ = [
     "ClientException",

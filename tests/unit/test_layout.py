@@ -11,6 +11,7 @@ one shared piece the producers and consumers use.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,13 @@ def test_no_module_grows_past_about_four_hundred_lines() -> None:
         if (n := len(p.read_text().splitlines())) > 450
     }
     assert not long, long
+
+
+def test_no_module_is_named_like_a_standard_library_module() -> None:
+    """A module named ``io`` or ``types`` reads, in its own package's imports, as the standard
+    library's, and a reader has to look twice."""
+    shadows = [m for m in MODULES if m.rsplit(".", 1)[-1] in sys.stdlib_module_names]
+    assert not shadows, shadows
 
 
 def import_graph() -> dict[str, set[str]]:

@@ -27,7 +27,7 @@ from adapter import naming
 from adapter.client import ConsumeStatus, Message, TransactionStatus
 from adapter.config import ENV_DELAY_LEVELS, KafkaSettings
 from adapter.exceptions import AdapterError, DeliveryError, ProducerSendSyncFailed
-from adapter.kafka import clients, io
+from adapter.kafka import clients, reading, writing
 from adapter.ops import acls
 from adapter.ops.cli import main as cli
 from adapter.schedule.envelope import scheduled
@@ -262,7 +262,7 @@ def test_an_application_reading_half_gets_a_clear_authorisation_error(
     settings = KafkaSettings.from_env(as_application.secure_bootstrap)
     # Kafka may refuse the read-back's group or the topic first: either names both.
     with pytest.raises(AdapterError, match="not authorised to READ topic RMQ_SYS_TRANS_HALF_TOPIC"):
-        list(io.read_to_end(settings.librdkafka({}), HALF, {0: 0}, timeout_s=30))
+        list(reading.read_to_end(settings.librdkafka({}), HALF, {0: 0}, timeout_s=30))
 
 
 def test_an_application_writing_op_is_refused_by_kafka_not_left_hanging(
@@ -271,7 +271,7 @@ def test_an_application_writing_op_is_refused_by_kafka_not_left_hanging(
     settings = KafkaSettings.from_env(as_application.secure_bootstrap)
     producer = clients.producer(settings.librdkafka({}))
     with pytest.raises(DeliveryError, match="not authorised to WRITE topic RMQ_SYS_TRANS_OP_HALF"):
-        io.produce_and_ack(producer, OP, b"forged", timeout_s=30, partition=0)
+        writing.produce_and_ack(producer, OP, b"forged", timeout_s=30, partition=0)
 
 
 def test_an_application_writing_a_topic_it_may_not_gets_a_clear_authorisation_error(
@@ -329,7 +329,7 @@ def test_an_application_cannot_reach_another_s_check_retry_or_dead_letter_topic_
     settings = KafkaSettings.from_env(cluster.secure_bootstrap)  # the application's principal
     producer = clients.producer(settings.librdkafka({}))
     with pytest.raises(DeliveryError, match="not authorised to WRITE topic %CHECK%"):
-        io.produce_and_ack(producer, naming.kafka_topic(theirs[0]), b"forged", timeout_s=30)
+        writing.produce_and_ack(producer, naming.kafka_topic(theirs[0]), b"forged", timeout_s=30)
     worker = start_worker(
         "process",
         *("adapter", "worker", "schedule", "--bootstrap", cluster.secure_bootstrap),
@@ -342,7 +342,7 @@ def test_an_application_cannot_reach_another_s_check_retry_or_dead_letter_topic_
         message = Message(topic)
         message.set_body(f"{mark} to {topic}")
         record = scheduled(message, level=1, unique_key=unique("ID"), born_ms=0)
-        io.produce_and_ack(producer, SCHEDULE, codec.encode(record), timeout_s=30, partition=0)
+        writing.produce_and_ack(producer, SCHEDULE, codec.encode(record), timeout_s=30, partition=0)
     try:
         mine = f"{mark} to {Names.topic}".encode()
         wait_until(lambda: mine in bodies_on(cluster, Names.topic), timeout=90, what="its own")

@@ -18,7 +18,7 @@ from confluent_kafka.admin import (
 )
 
 from adapter import naming
-from adapter.kafka import clients, io
+from adapter.kafka import clients, retry
 from adapter.kafka.topics import RECALLS
 from adapter.v5.exception import BadRequestException, IllegalArgumentException
 from tests.integration.schedule.test_timers import now_ms, timer
@@ -126,7 +126,7 @@ def end_offset(bootstrap: str) -> int:
     """The recall topic's end offset (asked again while its leader is being elected)."""
     consumer = clients.consumer({"bootstrap.servers": bootstrap, "group.id": unique("meta")})
     try:
-        return io.keep_trying(
+        return retry.keep_trying(
             lambda: consumer.get_watermark_offsets(TopicPartition(RECALL_TOPIC, 0), timeout=10)[1],
             when=lambda exc: isinstance(exc, KafkaException),
             every_s=0.2,

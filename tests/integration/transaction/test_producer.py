@@ -23,7 +23,7 @@ from adapter.client import (
 )
 from adapter.exceptions import CodecError, ProducerSendSyncFailed
 from adapter.kafka import clients
-from adapter.kafka.io import READER_SETTINGS
+from adapter.kafka.reading import READER_SETTINGS
 from adapter.transaction.envelope import check_request
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecision

@@ -11,7 +11,7 @@ from adapter.exceptions import (
     ProducerSendSyncFailed,
     RocketMQException,
 )
-from adapter.kafka.io import MissingTopic
+from adapter.kafka.metadata import MissingTopic
 from adapter.v5 import exception as ex
 
 pytestmark = pytest.mark.timeout(30)

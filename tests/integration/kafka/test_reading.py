@@ -1,4 +1,4 @@
-"""adapter.kafka.io against a real broker: reading back to the end, open transactions included."""
+"""adapter.kafka.reading against a real broker: reading back to the end, open transactions too."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from confluent_kafka import Producer
 
 from adapter import naming
 from adapter.exceptions import AdapterError
-from adapter.kafka import clients, io
+from adapter.kafka import clients, reading
 from tests.support import unique
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -47,7 +47,7 @@ def test_read_to_end_waits_for_a_transaction_open_when_reading_began(
     end.start()
     try:
         started = time.monotonic()
-        read = values(list(io.read_to_end(conf, topic, {0: 0}, timeout_s=30)))
+        read = values(list(reading.read_to_end(conf, topic, {0: 0}, timeout_s=30)))
     finally:
         end.join()
     assert time.monotonic() - started >= 0.9, "the reader waited for the transaction to end"
@@ -65,7 +65,7 @@ def test_read_to_end_names_the_partition_an_open_transaction_holds(
     producer.flush(30)
     try:
         with pytest.raises(AdapterError, match=r"open transaction holds partitions 0 at 0 of 1"):
-            list(io.read_to_end({"bootstrap.servers": kafka_bootstrap}, topic, {0: 0}, 2.0))
+            list(reading.read_to_end({"bootstrap.servers": kafka_bootstrap}, topic, {0: 0}, 2.0))
     finally:
         producer.abort_transaction(30)
 
@@ -78,7 +78,7 @@ def test_log_ends_count_the_records_of_open_transactions(kafka_bootstrap, new_to
         producer.produce(topic, b"x", partition=1)
     producer.flush(30)
     try:
-        assert io.log_ends({"bootstrap.servers": kafka_bootstrap}, topic, [0, 1], 10) == {
+        assert reading.log_ends({"bootstrap.servers": kafka_bootstrap}, topic, [0, 1], 10) == {
             0: 0,
             1: 3,
         }
