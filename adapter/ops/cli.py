@@ -28,6 +28,9 @@ from adapter.kafka.metadata import PartitionCounts
 from adapter.kafka.worker import AnyWorker
 from adapter.kafka.worker_config import DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
 from adapter.ops.broker_cli import broker
+from adapter.ops.dlq_cli import dlq_group
+from adapter.ops.groups_cli import groups_group
+from adapter.ops.message_cli import message_group
 from adapter.ops.options import bootstrap as _bootstrap
 from adapter.ops.options import clear_errors as _clear_errors
 from adapter.ops.options import delay_levels as _delay_levels
@@ -68,6 +71,9 @@ _LOGS_ON_STDOUT = {"worker", "proxy"}
 main.add_command(broker)
 main.add_command(topics_group)
 main.add_command(transactions_group)
+main.add_command(groups_group)
+main.add_command(dlq_group)
+main.add_command(message_group)
 
 
 # -- status -------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ class Groups:
         about = self._admin.describe_consumer_groups([group_id], request_timeout=self._timeout_s)
         return about[group_id].result(timeout=self._timeout_s)
 
-    def _committed(self, group_id: str) -> dict[tuple[str, int], int]:
+    def committed(self, group_id: str) -> dict[tuple[str, int], int]:
         request = [ConsumerGroupTopicPartitions(group_id)]
         answer = self._admin.list_consumer_group_offsets(request, request_timeout=self._timeout_s)
         result = answer[group_id].result(timeout=self._timeout_s)
@@ -158,7 +158,7 @@ class Groups:
 
     def _known(self, group_id: str) -> tuple[Any, dict[tuple[str, int], int]]:
         about = self._describe(group_id)
-        committed = self._committed(group_id)
+        committed = self.committed(group_id)
         if about.state == ConsumerGroupState.DEAD and not committed:
             raise GroupError(f"no consumer group {group_id!r} (no members, no committed offsets)")
         return about, committed

@@ -12,40 +12,14 @@ Known gaps: the 5.x ``SimpleConsumer``'s share groups are not covered (see
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 import click
 
 from adapter.config import KafkaSettings
 from adapter.ops.groups import GroupLag, GroupRow, Groups
 from adapter.ops.offset_reset import Move, Target, TargetKind, plan, totals
-from adapter.ops.options import bootstrap, clear_errors, option, plural, timeout
+from adapter.ops.options import bootstrap, clear_errors, option, parse_time, plural, timeout
 from adapter.text_table import table
-
-_ROCKETMQ_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})#(\d{2}:\d{2}:\d{2})(?::(\d{3}))?$")
-
-
-def parse_time(text: str) -> int:
-    """Epoch milliseconds from an operator's time: epoch milliseconds, ISO 8601 (with an offset,
-    or in this machine's local time zone without one), or ``mqadmin``'s
-    ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time)."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    rocketmq = _ROCKETMQ_TIME.match(text)
-    if rocketmq:
-        day, clock, millis = rocketmq.groups()
-        text = f"{day}T{clock}.{millis or '000'}"
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is not a time: give epoch milliseconds, ISO 8601 "
-            "(2026-11-25T10:00:00+00:00) or yyyy-MM-dd#HH:mm:ss:SSS"
-        ) from None
-    if when.tzinfo is None:
-        when = when.astimezone()  # local time, as mqadmin reads it
-    return int(when.timestamp() * 1000)
 
 
 def _utc(ms: int) -> str:

@@ -8,8 +8,9 @@ import click
 import pytest
 
 from adapter.ops.groups import GroupLag, GroupRow, Lag, Member
-from adapter.ops.groups_cli import parse_time, render_lag, render_list, render_plan
+from adapter.ops.groups_cli import render_lag, render_list, render_plan
 from adapter.ops.offset_reset import Move, Target, TargetKind
+from adapter.ops.options import parse_time
 
 pytestmark = pytest.mark.timeout(10)
 

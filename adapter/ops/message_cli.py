@@ -1,0 +1,105 @@
+"""``rmq-adapter message show|query``: a message's life by its id, and messages by key or tag.
+
+Plays the part of rocketmq-dashboard's message query and trace (see
+:mod:`adapter.ops.message_search`). Every query is bounded by a window, ``--begin`` to
+``--end`` (default: the last 24 hours), and says how many records it read.
+
+Known gaps: no index: a query reads every record of the window (the Spark index of issue 30 is
+not built yet).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from adapter import naming
+from adapter import properties as prop
+from adapter.clock import SYSTEM_CLOCK
+from adapter.config import KafkaSettings
+from adapter.ops import lifecycle
+from adapter.ops.message_search import MessageSearch, header, place_of, stored_at
+from adapter.ops.options import bootstrap, clear_errors, parse_time, plural, timeout
+from adapter.text_table import table
+
+DEFAULT_WINDOW_MS = 24 * 3600 * 1000
+
+_begin = click.option("--begin", default=None, help="Window start (default: 24 hours ago).")
+_end = click.option("--end", default=None, help="Window end (default: now).")
+
+
+def _search(bootstrap: str, begin: str | None, end: str | None, timeout: float) -> MessageSearch:
+    end_ms = SYSTEM_CLOCK.now_ms() + 1 if end is None else parse_time(end)
+    begin_ms = end_ms - DEFAULT_WINDOW_MS if begin is None else parse_time(begin)
+    return MessageSearch(
+        KafkaSettings.from_env(bootstrap).librdkafka({}), begin_ms, end_ms, timeout
+    )
+
+
+@click.group("message")
+def message_group() -> None:
+    """Find messages: one's whole life by id, or a topic's by key or tag."""
+
+
+@message_group.command("show")
+@click.argument("msg_id")
+@bootstrap
+@click.option("--topic", "topics", multiple=True, help="Also look for its delivery here.")
+@_begin
+@_end
+@timeout
+@clear_errors
+def message_show(
+    msg_id: str,
+    bootstrap: str,
+    topics: tuple[str, ...],
+    begin: str | None,
+    end: str | None,
+    timeout: float,
+) -> None:
+    """MSG_ID's life: born, half stored, checks, decision, timer hops, delivered, and per
+    consumer group consumed, retried or dead-lettered."""
+    for topic in topics:
+        naming.kafka_topic(topic)  # a bad name is an error before anything is read
+    life = _search(bootstrap, begin, end, timeout).show(msg_id, list(topics))
+    click.echo(lifecycle.render(msg_id, life.steps, life.groups, life.summary()))
+    if not life.steps:
+        raise click.ClickException(f"no record of message {msg_id} in the window")
+
+
+@message_group.command("query")
+@click.option("--topic", required=True, help="The topic to search.")
+@click.option("--key", default=None, help="Messages with this key (one of their KEYS).")
+@click.option("--tag", default=None, help="Messages with this tag.")
+@bootstrap
+@_begin
+@_end
+@timeout
+@clear_errors
+def message_query(
+    topic: str,
+    key: str | None,
+    tag: str | None,
+    bootstrap: str,
+    begin: str | None,
+    end: str | None,
+    timeout: float,
+) -> None:
+    """TOPIC's messages in the window, by key or tag (all of the window's without either)."""
+    found, life = _search(bootstrap, begin, end, timeout).query(topic, key, tag)
+    rows = [
+        (
+            str(place_of(r)),
+            dt.datetime.fromtimestamp(stored_at(r) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            header(r, prop.UNIQ_KEY) or "-",
+            header(r, prop.TAGS) or "-",
+            header(r, prop.KEYS) or "-",
+            len(r.value() or b""),
+        )
+        for r in found
+    ]
+    if rows:
+        header_row = ("place", "stored (UTC)", "msg id", "tags", "keys", "bytes")
+        click.echo("\n".join(table(header_row, rows, indent="")))
+    click.echo(f"{plural(len(rows), 'message')} found; {life.summary()[1:-1]}")
