@@ -31,7 +31,7 @@ from confluent_kafka import KafkaException, Producer
 
 from adapter.exceptions import ConfigError
 
-log = logging.getLogger("adapter.config")
+log = logging.getLogger(__name__)
 
 ENV_KAFKA_PREFIX = "RMQ_ADAPTER_KAFKA_"
 

@@ -41,7 +41,7 @@ from adapter.consumer.offsets import PartitionOffsets
 from adapter.message import ReceivedMessage
 from adapter.tags import TagFilter
 
-log = logging.getLogger("adapter.consumer")
+log = logging.getLogger(__name__)
 
 
 class ConsumeStatus(IntEnum):

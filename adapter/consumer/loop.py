@@ -52,7 +52,7 @@ from adapter.logs import RepeatLimiter, shape
 from adapter.message import ReceivedMessage
 from adapter.tags import TagFilter
 
-log = logging.getLogger("adapter.consumer")
+log = logging.getLogger(__name__)
 
 _POLL_BATCH = 500
 _POLL_TIMEOUT_S = 0.1

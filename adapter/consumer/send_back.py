@@ -40,7 +40,7 @@ from adapter.property_bytes import restored
 from adapter.schedule.envelope import delivered, sent_back
 from adapter.wire import codec
 
-log = logging.getLogger("adapter.consumer")
+log = logging.getLogger(__name__)
 
 _SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 _NOT_ON_DEAD_LETTERS = (prop.REAL_TOPIC, prop.REAL_QUEUE_ID)

@@ -29,6 +29,9 @@ from adapter.exceptions import KafkaUnavailableError
 from adapter.logs import RepeatLimiter, shape
 
 LOG = logging.getLogger("adapter.librdkafka")
+"""librdkafka's own lines. Named for the library whose lines it carries, not for this module (as
+every other logger of the package is): an operator raises or silences librdkafka's lines alone
+by this name, wherever in the package the client was made."""
 LOG.addHandler(logging.NullHandler())
 REPEAT_WINDOW_S = 30.0
 

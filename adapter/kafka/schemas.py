@@ -35,7 +35,7 @@ from adapter.wire.records import RECORD_TYPES
 
 __all__ = ["SCHEMAS", "START_WAIT_S", "SchemaTopic", "publish", "install", "lookup_for"]
 
-log = logging.getLogger("adapter.schemas")
+log = logging.getLogger(__name__)
 
 SCHEMAS = naming.kafka_topic(naming.SCHEMAS_TOPIC)
 START_WAIT_S = 3.0

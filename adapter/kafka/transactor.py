@@ -31,7 +31,7 @@ from adapter.exceptions import AdapterError
 from adapter.kafka import clients, writing
 from adapter.kafka.retry import keep_trying
 
-log = logging.getLogger("adapter.kafka")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

@@ -58,7 +58,7 @@ __all__ = [
     "stop",
 ]
 
-log = logging.getLogger("adapter.broker")
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 9092
 PID_FILE = "broker.pid"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from adapter import jars
 
-log = logging.getLogger("adapter.broker")
+log = logging.getLogger(__name__)
 
 ENV_JARS = "RMQ_ADAPTER_BROKER_JARS"
 """Where the Kafka jars are (default: a checkout's ``infra/.jars/kafka``, else the cache)."""

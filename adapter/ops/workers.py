@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from adapter.exceptions import AdapterError
 from adapter.kafka.worker import AnyWorker
 
-log = logging.getLogger("adapter.workers")
+log = logging.getLogger(__name__)
 
 ALIVE_WITHIN_S = 120.0
 

@@ -34,7 +34,7 @@ from adapter.producer.sender import Sender, SendResult, SendStatus
 
 __all__ = ["Producer", "ProducerBase", "SendResult", "SendStatus"]
 
-log = logging.getLogger("adapter.producer")
+log = logging.getLogger(__name__)
 
 
 class ProducerBase(ClientSettings):

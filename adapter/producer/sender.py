@@ -50,7 +50,7 @@ from adapter.producer.config import ProducerConfig
 from adapter.schedule.envelope import scheduled
 from adapter.wire import codec
 
-log = logging.getLogger("adapter.producer")
+log = logging.getLogger(__name__)
 
 SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 

@@ -26,7 +26,7 @@ from adapter.proxy.config import Address
 
 __all__ = ["FIRST_BYTE_S", "TLS_RECORD", "Front"]
 
-log = logging.getLogger("adapter.proxy")
+log = logging.getLogger(__name__)
 
 FIRST_BYTE_S = 10.0
 TLS_RECORD = 0x16

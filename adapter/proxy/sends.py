@@ -52,7 +52,7 @@ from adapter.v5 import timers
 
 __all__ = ["Sends"]
 
-log = logging.getLogger("adapter.proxy")
+log = logging.getLogger(__name__)
 
 
 NEW_TOPIC_WAIT_S = 1.0

@@ -52,7 +52,7 @@ from adapter.proxy.transactions import Transactions
 
 __all__ = ["ProxyServer"]
 
-log = logging.getLogger("adapter.proxy")
+log = logging.getLogger(__name__)
 
 KAFKA_CHECK_S = 10.0
 READY_WITHIN_S = 60.0

@@ -40,7 +40,7 @@ from adapter.proxy.transactions import Transactions
 
 __all__ = ["Malformed", "MessagingService", "rpc_handler"]
 
-log = logging.getLogger("adapter.proxy")
+log = logging.getLogger(__name__)
 
 Work = Callable[[Mapping[str, str], Account], Awaitable[Any]]
 CLIENT_ID = "x-mq-client-id"

@@ -23,7 +23,7 @@ from typing import Any
 
 __all__ = ["Session", "Sessions"]
 
-log = logging.getLogger("adapter.proxy")
+log = logging.getLogger(__name__)
 
 
 class Session:

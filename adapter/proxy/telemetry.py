@@ -33,7 +33,7 @@ from adapter.proxy.sessions import Session, Sessions
 
 __all__ = ["Telemetry", "answer_settings"]
 
-log = logging.getLogger("adapter.proxy")
+log = logging.getLogger(__name__)
 
 DEFAULT_ATTEMPTS = 3
 

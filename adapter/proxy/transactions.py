@@ -51,7 +51,7 @@ from adapter.wire.records import TransactionDecision
 
 __all__ = ["Transactions"]
 
-log = logging.getLogger("adapter.proxy")
+log = logging.getLogger(__name__)
 
 RECENT_SENDS = 100_000
 RECENT_S = 10.0

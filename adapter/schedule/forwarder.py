@@ -66,7 +66,7 @@ from adapter.schedule.recall_log import RecallView
 from adapter.schedule.refusals import PERMANENT, Refusals
 from adapter.schedule.transit import Transit
 
-log = logging.getLogger("adapter.schedule")
+log = logging.getLogger(__name__)
 
 SCHEDULE = naming.kafka_topic(naming.SCHEDULE_TOPIC)
 POISON = naming.kafka_topic(naming.POISON_TOPIC)

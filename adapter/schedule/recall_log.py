@@ -30,7 +30,7 @@ from adapter.kafka import clients, reading, writing
 from adapter.schedule import recall as rules
 from adapter.schedule.recall import Marker, RecallHandle
 
-log = logging.getLogger("adapter.schedule")
+log = logging.getLogger(__name__)
 
 RECALL_TOPIC = naming.kafka_topic(naming.TIMER_RECALL_TOPIC)
 PARTITION = 0

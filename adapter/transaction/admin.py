@@ -50,7 +50,7 @@ from adapter.transaction.state import PartitionState, half_info
 from adapter.wire import codec
 from adapter.wire.records import HalfMessage, OpRecord
 
-log = logging.getLogger("adapter.transaction.admin")
+log = logging.getLogger(__name__)
 
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)

@@ -40,7 +40,7 @@ from adapter.transaction.envelope import checked_message, decide, end_transactio
 from adapter.wire import codec
 from adapter.wire.records import CheckRequest, TransactionDecision
 
-log = logging.getLogger("adapter.transaction")
+log = logging.getLogger(__name__)
 
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 _POLL_S = 0.2

@@ -65,7 +65,7 @@ from adapter.transaction.state import PartitionState, Pending, half_info
 from adapter.transaction.turn import Turn
 from adapter.wire.records import EndTransaction, HalfMessage, OpRecord
 
-log = logging.getLogger("adapter.transactions")
+log = logging.getLogger(__name__)
 
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)

@@ -52,7 +52,7 @@ from adapter.transaction.half import Pending
 from adapter.wire import codec
 from adapter.wire.records import HalfMessage, OpKind, OpRecord
 
-log = logging.getLogger("adapter.transactions")
+log = logging.getLogger(__name__)
 
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 OP = naming.kafka_topic(naming.TRANS_OP_TOPIC)

@@ -82,7 +82,7 @@ _NOT_COMMITTED = _FROM_FIELDS | {
 }
 
 
-log = logging.getLogger("adapter.transaction")
+log = logging.getLogger(__name__)
 
 
 class TransactionStatus(IntEnum):

@@ -61,7 +61,7 @@ from adapter.producer.sender import Outgoing
 from adapter.transaction.timing import FAST_COMMIT_TRANSACTION_TIMEOUT_MS
 from adapter.wire.records import EndTransaction
 
-log = logging.getLogger("adapter.transaction")
+log = logging.getLogger(__name__)
 
 LANES = 4
 """Transactional producers taking turns. Kafka answers "concurrent transactions" to a producer

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from adapter.transaction.state import Check, Commit, Discard, Duplicate, Refuse, Rollback
 
-log = logging.getLogger("adapter.transactions")
+log = logging.getLogger(__name__)
 
 
 class CoordinatorMetrics:

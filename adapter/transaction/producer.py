@@ -88,7 +88,7 @@ from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecisio
 
 __all__ = ["HalfSent", "TransactionStatus", "TransactionMQProducer"]
 
-log = logging.getLogger("adapter.transaction")
+log = logging.getLogger(__name__)
 
 HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
 END = naming.kafka_topic(naming.TRANS_END_TOPIC)

@@ -34,7 +34,7 @@ from adapter.v5.share_group import ACCEPT, Member
 
 __all__ = ["DeadLetter", "DeadLetters"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from adapter.consumer.dispatch import ConsumeStatus
 
 __all__ = ["ConsumeResult", "MessageListener", "as_status"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 
 class ConsumeResult(Enum):

@@ -72,7 +72,7 @@ from adapter.wire.records import TransactionDecision
 
 __all__ = ["Producer"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 HALF_TOPIC = naming.TRANS_HALF_TOPIC
 

@@ -54,7 +54,7 @@ from adapter.v5.message_listener import MessageListener, as_status
 
 __all__ = ["PushConsumer"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_DELIVERY_ATTEMPTS = 17
 """One delivery and RocketMQ 5's default of 16 retries for a push consumer group."""

@@ -67,7 +67,7 @@ __all__ = [
     "judge_delivery",
 ]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 FETCH_WAIT_S = 0.5
 """The longest a share fetch waits at the broker for records (``fetch.wait.max.ms``)."""

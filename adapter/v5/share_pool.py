@@ -53,7 +53,7 @@ from adapter.v5.share_group import ACCEPT, RELEASE, Member, Verdict, judge_deliv
 
 __all__ = ["SharePool", "next_to_poll"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 POLL_SLICE_S = 1.0
 CONSUMER_GROUP_NOT_FOUND = 40403

@@ -71,7 +71,7 @@ from adapter.v5.share_pool import SharePool
 
 __all__ = ["SimpleConsumer"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 _GROUP_PATTERN = "^[%a-zA-Z0-9_-]+$"
 _NEW_TOPIC_GRACE_S = 3.0

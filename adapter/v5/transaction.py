@@ -48,7 +48,7 @@ from adapter.v5.send_receipt import SendReceipt
 
 __all__ = ["CheckAnswers", "Transaction", "TransactionChecker", "TransactionResolution"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 
 class TransactionResolution(IntEnum):

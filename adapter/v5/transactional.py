@@ -31,7 +31,7 @@ from adapter.v5.transaction import CheckAnswers, TransactionChecker
 
 __all__ = ["TransactionalSenders"]
 
-log = logging.getLogger("adapter.v5")
+log = logging.getLogger(__name__)
 
 
 class TransactionalSenders:

@@ -124,6 +124,29 @@ def test_no_module_is_named_like_a_standard_library_module() -> None:
     assert not shadows, shadows
 
 
+# Loggers that carry another program's lines, named for that program, not for the module.
+BRIDGES = {
+    "adapter.kafka.clients": "adapter.librdkafka",
+    "adapter.spark.jvm_log": "adapter.spark.jvm",
+}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_module_logs_under_its_own_name(module: str) -> None:
+    named = [
+        node.args[0].value
+        for node in ast.walk(MODULES[module])
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "getLogger"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).startswith("adapter")
+        and node.args[0].value != BRIDGES.get(module)
+    ]
+    assert not named, f"{module} logs as {named}: use logging.getLogger(__name__)"
+
+
 def import_graph() -> dict[str, set[str]]:
     """Each module's imports of other modules of the package (under TYPE_CHECKING too: a cycle
     hidden there is still two modules that cannot be read one without the other). ``from

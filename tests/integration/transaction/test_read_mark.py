@@ -35,7 +35,7 @@ class Checker:
 def test_a_mark_held_back_by_an_open_transaction_is_asked_again_without_spinning(
     system_topics, start_coordinator, make_transaction_producer, new_topic, new_group, caplog
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="adapter.transactions")
+    caplog.set_level(logging.WARNING, logger="adapter.transaction")
     topic = new_topic(partitions=1)
     coordinator = start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000)
     checker = Checker()
