@@ -1,6 +1,6 @@
 """Consumer send-back: a failed message goes to ``%RETRY%<group>`` later, or to ``%DLQ%<group>``.
 
-Reproduces RocketMQ's ``consumerSendMsgBack`` (reference section 4.3) on the client side:
+Reproduces the broker's ``AbstractSendMessageProcessor.consumerSendMsgBack`` on the client side:
 a message whose ``reconsume_times`` is below ``max_reconsume_times`` (16) is parked on
 ``SCHEDULE_TOPIC_XXXX`` at level 3 + reconsume_times (clamped to the highest level), addressed
 to the group's retry topic, with ``RECONSUME_TIME`` + 1, ``RETRY_TOPIC`` (the original topic),
