@@ -197,6 +197,7 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
     events.set_name_server_address(bootstrap)
     events.start()
     sent_at = time.time()
+    ids: dict[str, str] = {}
     for n in range(10):
         order = f"Num{n}"
         amount = Decimal(10 * (n + 1)) + Decimal("0.50")
@@ -208,7 +209,7 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
         msg.set_tags("Paid")
         msg.set_property("amount", str(amount))
         msg.set_body(orders.encode(paid))
-        payments.send_message_in_transaction(msg, service.pay, order)
+        ids[order] = payments.send_message_in_transaction(msg, service.pay, order).msg_id
         for step in ("Created", "Shipped"):
             event = Message(EVENTS)
             event.set_keys(order)
@@ -254,6 +255,7 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
         "reminders": reminders,
         "committed": committed,
         "carts": carts,
+        "ids": ids,
     }
 
 
@@ -295,6 +297,19 @@ class CartService:
     def shutdown(self) -> None:
         self.producer.shutdown()
         self.consumer.shutdown()
+
+
+def life_of(bootstrap: str, seen: dict[str, object], order: str) -> str:
+    """The message's whole life, as ``rmq-adapter message show`` prints it."""
+    from adapter.ops import lifecycle
+    from adapter.ops.message_search import MessageSearch
+
+    msg_id = seen["ids"][order]  # type: ignore[index]
+    begin_ms = int(seen["sent_at"] * 1000) - 60_000  # type: ignore[operator]
+    search = MessageSearch({"bootstrap.servers": bootstrap}, begin_ms, begin_ms + 3_600_000, 30)
+    life = search.show(msg_id, [PAYMENTS])
+    shown = lifecycle.render(msg_id, life.steps, life.groups, life.summary())
+    return f"the life of {order} (rmq-adapter message show {msg_id}):\n{shown}"
 
 
 def report(seen: dict[str, object], spark_report, chart: Path) -> tuple[str, bool]:  # type: ignore[no-untyped-def]
@@ -488,6 +503,7 @@ def main() -> None:
         spark_report = spark.finish(expected=len(seen["committed"]))  # type: ignore[arg-type]
         chart = draw_chart(spark_report, OUT / "report.png")
         text, ok = report(seen, spark_report, chart)
+        text += "\n\n" + life_of(address, seen, "Num8")
         (OUT / "report.txt").write_text(text + "\n")
         print()
         print(text)
