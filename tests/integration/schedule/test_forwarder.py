@@ -26,6 +26,7 @@ from adapter.wire import codec
 from tests.support import (
     Recorder,
     create_topic,
+    metric,
     parked_from,
     read_committed,
     unique,
@@ -443,7 +444,7 @@ def test_a_timer_dated_absurdly_far_ahead_is_parked_instead_of_hopping_every_two
         forwarder.drain()
     finally:
         forwarder.close()
-    assert forwarder.metrics.hops._value.get() == 0, "it did not hop on"
+    assert metric(forwarder, "rmq_schedule_timer_hops_total") == 0, "it did not hop on"
     [parked] = parked_from(clock_kafka, 17, written[0].offset())
     assert "1000 days ahead" in dict(parked.headers())["reason"].decode()
 
@@ -478,7 +479,7 @@ def test_records_whose_topic_is_missing_do_not_hold_their_level_and_are_parked_a
     assert sorted(r.value() is not None for r in parked) == [True] * 3, "each parked once"
     for why in [dict(r.headers())["reason"].decode() for r in parked]:
         assert why.startswith(f"missing topic: {gone!r} did not exist for 3"), why
-    assert forwarder.metrics.parked.labels("missing topic")._value.get() == 3
+    assert metric(forwarder, "rmq_schedule_parked_total", reason="missing topic") == 3
 
 
 def test_a_forwarder_in_burst_mode_delivers_what_is_due_and_exits_zero(

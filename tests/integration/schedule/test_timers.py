@@ -23,7 +23,7 @@ from adapter.schedule.recall import RecallHandle
 from adapter.v5 import ClientConfiguration, Credentials, Message, Producer
 from adapter.v5.exception import BadRequestException, IllegalArgumentException
 from tests.integration.v5.conftest import MakeV5Producer
-from tests.support import create_topic, parked_from, read_committed, unique, wait_until
+from tests.support import create_topic, metric, parked_from, read_committed, unique, wait_until
 from tests.workers import start_schedule_forwarder
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -132,7 +132,8 @@ def test_on_an_injected_clock_a_timer_three_days_ahead_hops_until_the_third_day(
             if wakeup is not None and wakeup > clock.now_ms():
                 clock.advance(min(wakeup, deliver_at - 1) - clock.now_ms())
             forwarder.run_once()
-        assert forwarder.metrics.hops._value.get() >= 35, "2 h at most per hop (and the first)"
+        hops = metric(forwarder, "rmq_schedule_timer_hops_total")
+        assert hops >= 35, "2 h at most per hop (and the first)"
         assert read_committed(clock_kafka, topic, 0, timeout=2) == [], "not a ms early"
         clock.advance(1)
         forwarder.drain()
@@ -158,7 +159,10 @@ def test_a_timer_recalled_before_it_is_due_is_never_delivered_and_recalling_agai
 
     [record] = read_committed(system_topics, topic, 1, timeout=60)
     assert record.value() == b"kept"
-    wait_until(lambda: forwarder.metrics.recalled._value.get() == 1, what="the recalled dropped")
+    wait_until(
+        lambda: metric(forwarder, "rmq_schedule_timer_recalled_total") == 1,
+        what="the recalled dropped",
+    )
     assert len(read_committed(system_topics, topic, 1, timeout=3)) == 1
     assert kept.message_id != recalled.message_id
 
