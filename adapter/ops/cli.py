@@ -29,6 +29,7 @@ from adapter.kafka.worker import AnyWorker
 from adapter.kafka.worker_config import DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
 from adapter.ops.broker_cli import broker
 from adapter.ops.dlq_cli import dlq_group
+from adapter.ops.exporter_cli import exporter_command, monitoring_group
 from adapter.ops.groups_cli import groups_group
 from adapter.ops.message_cli import message_group
 from adapter.ops.options import bootstrap as _bootstrap
@@ -64,7 +65,7 @@ def main(ctx: click.Context, log_level: str) -> None:
                 handler.setStream(sys.stderr)
 
 
-_LOGS_ON_STDOUT = {"worker", "proxy"}
+_LOGS_ON_STDOUT = {"worker", "proxy", "exporter"}
 """Long-running processes log JSON lines on standard output, as containers expect."""
 
 
@@ -74,6 +75,8 @@ main.add_command(transactions_group)
 main.add_command(groups_group)
 main.add_command(dlq_group)
 main.add_command(message_group)
+main.add_command(exporter_command)
+main.add_command(monitoring_group)
 
 
 # -- status -------------------------------------------------------------------------------
