@@ -171,3 +171,13 @@ def caught_up(consumer: Consumer, partitions: list[TopicPartition], timeout_s: f
         if max(position, low) < high:
             return False
     return True
+
+
+def header_text(record: KafkaRecord, name: str) -> str | None:
+    """The first ``name`` header of ``record`` as text (bytes that are not UTF-8 escaped)."""
+    for item in record.headers() or []:
+        key, value = item[0], item[1]
+        if key == name and value is not None:
+            raw = value.encode() if isinstance(value, str) else value
+            return raw.decode("utf-8", errors="backslashreplace")
+    return None

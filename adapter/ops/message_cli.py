@@ -18,8 +18,9 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK
 from adapter.config import KafkaSettings
+from adapter.kafka.reading import header_text
 from adapter.ops import lifecycle
-from adapter.ops.message_search import MessageSearch, header, place_of, stored_at
+from adapter.ops.message_search import MessageSearch, place_of, stored_at
 from adapter.ops.options import bootstrap, clear_errors, parse_time, plural, timeout
 from adapter.text_table import table
 
@@ -92,9 +93,9 @@ def message_query(
         (
             str(place_of(r)),
             dt.datetime.fromtimestamp(stored_at(r) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
-            header(r, prop.UNIQ_KEY) or "-",
-            header(r, prop.TAGS) or "-",
-            header(r, prop.KEYS) or "-",
+            header_text(r, prop.UNIQ_KEY) or "-",
+            header_text(r, prop.TAGS) or "-",
+            header_text(r, prop.KEYS) or "-",
             len(r.value() or b""),
         )
         for r in found

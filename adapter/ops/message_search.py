@@ -25,6 +25,7 @@ from adapter import properties as prop
 from adapter.consumer.send_back import DLQ_REASON
 from adapter.exceptions import AdapterError, CodecError
 from adapter.kafka import clients
+from adapter.kafka.reading import header_text
 from adapter.ops import lifecycle
 from adapter.ops.groups import Groups
 from adapter.ops.lifecycle import Place, Step
@@ -38,15 +39,6 @@ from adapter.wire.records import (
     Record,
     ScheduledMessage,
 )
-
-
-def header(record: KafkaRecord, name: str) -> str | None:
-    for item in record.headers() or []:
-        key, value = item[0], item[1]
-        if key == name and value is not None:
-            raw = value.encode() if isinstance(value, str) else value
-            return raw.decode("utf-8", errors="backslashreplace")
-    return None
 
 
 def place_of(record: KafkaRecord) -> Place:
@@ -115,7 +107,7 @@ class MessageSearch:
         wanted = msg_id.encode()
 
         def by_id(record: KafkaRecord) -> bool:
-            return header(record, prop.UNIQ_KEY) == msg_id
+            return header_text(record, prop.UNIQ_KEY) == msg_id
 
         system = [
             naming.kafka_topic(naming.TRANS_HALF_TOPIC),
@@ -150,10 +142,10 @@ class MessageSearch:
         for record in self._scan(life, [*sent_to, *consumers], by_id):
             place, at = place_of(record), stored_at(record)
             if place.topic.startswith(naming.DLQ_PREFIX):
-                reason = header(record, DLQ_REASON) or "no reason recorded"
+                reason = header_text(record, DLQ_REASON) or "no reason recorded"
                 life.steps.append(lifecycle.dead_lettered(place, at, reason))
             elif naming.is_retry_topic(place.topic):
-                times = header(record, prop.RECONSUME_TIME) or "?"
+                times = header_text(record, prop.RECONSUME_TIME) or "?"
                 life.steps.append(lifecycle.retried(place, at, times))
             else:
                 life.steps.append(lifecycle.delivered(place, at))
@@ -182,9 +174,9 @@ class MessageSearch:
         life = Life()
 
         def match(record: KafkaRecord) -> bool:
-            keys = (header(record, prop.KEYS) or "").split()
+            keys = (header_text(record, prop.KEYS) or "").split()
             return (key is None or key in keys) and (
-                tag is None or header(record, prop.TAGS) == tag
+                tag is None or header_text(record, prop.TAGS) == tag
             )
 
         kafka_topic = naming.kafka_topic(topic)

@@ -58,6 +58,7 @@ from adapter.schedule import intake, recall
 from adapter.schedule.broker_clock import AheadWatch, require_broker_stamps
 from adapter.schedule.config import ForwarderConfig
 from adapter.schedule.head_of_line import Entry, HeadOfLine
+from adapter.schedule.held import message_id_of
 from adapter.schedule.metrics import ForwarderMetrics
 from adapter.schedule.plan import Batch, Held, Parked, Send, plan_batch
 from adapter.schedule.prepared import NotDue, wait_until_due
@@ -335,21 +336,29 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             if send.kind == "dropped" and entry.item.message_id is not None:
                 if self._recalls is not None:
                     self._recalls.forget(entry.item.message_id)
-                log.info("dropped recalled timer %s", entry.item.message_id)
+                log.info(
+                    "dropped recalled timer %s",
+                    entry.item.message_id,
+                    extra={"msg_id": entry.item.message_id},
+                )
             elif send.kind == "aside" and self._asides.admit(send.reason) is not None:
                 log.warning(
-                    "%s offset %d: %s; set aside to retry, the level goes on",
+                    "%s offset %d (message %s): %s; set aside to retry, the level goes on",
                     self._where(entry.partition),
                     entry.offset,
+                    message_id_of(send),
                     send.reason,
+                    extra={"msg_id": message_id_of(send)},
                 )
             elif send.kind == "park":
                 log.error(
-                    "parked %s offset %d in %s: %s",
+                    "parked %s offset %d (message %s) in %s: %s",
                     self._where(entry.partition),
                     entry.offset,
+                    message_id_of(send),
                     naming.POISON_TOPIC,
                     send.reason,
+                    extra={"msg_id": message_id_of(send)},
                 )
         self.refusals.committed(
             ((s.entry.partition, s.entry.offset) for s in batch.sends), batch.positions

@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from adapter import properties as prop
+from adapter.exceptions import AdapterError
 from adapter.kafka import writing
 from adapter.schedule.head_of_line import Entry
+from adapter.wire import codec
+from adapter.wire.records import ScheduledMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +55,18 @@ class Send:
     def produce_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``produce`` beyond topic and value."""
         return writing.produce_kwargs(self.headers, self.partition, self.key)
+
+
+def message_id_of(send: Send) -> str:
+    """The id of the message ``send`` is for, for log lines: a timer's, else the ``UNIQ_KEY``
+    the send carries or its SCHEDULE record names; ``?`` for a record that names none."""
+    if send.entry.item.message_id is not None:
+        return send.entry.item.message_id
+    for name, value in send.headers:
+        if name == prop.UNIQ_KEY:
+            return value.decode("utf-8", errors="replace")
+    try:
+        record = codec.decode(send.entry.item.value)
+    except AdapterError:
+        return "?"
+    return record.unique_key if isinstance(record, ScheduledMessage) else "?"

@@ -34,6 +34,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.clock import Clock
 from adapter.exceptions import AdapterError
+from adapter.kafka import reading
 from adapter.kafka.metadata import PartitionCounts
 from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.kafka.transactor import Transactor
@@ -149,6 +150,7 @@ class Effects:
             partition,
             pending.offset,
             why,
+            extra={"msg_id": pending.info.transaction_id},
         )
 
     def mark(self, partition: int, now_ms: int) -> None:
@@ -162,13 +164,16 @@ class Effects:
             reason, record.topic() or "", record.partition() or 0, record.offset() or 0
         )
         self.tx.produce(POISON, record.value() or b"", headers=headers)
+        msg_id = reading.header_text(record, prop.UNIQ_KEY) or "?"
         log.error(
-            "parked %s %d@%d in %s: %s",
+            "parked %s %d@%d (message %s) in %s: %s",
             record.topic(),
             record.partition(),
             record.offset(),
+            msg_id,
             naming.POISON_TOPIC,
             reason,
+            extra={"msg_id": msg_id},
         )
 
     def park_refused(self, partition: int, refused: Refuse) -> None:
