@@ -15,6 +15,8 @@
   workload does not run on this column.
 - RocketMQ's ``transactionCheckInterval`` (seed 004's second half) is the coordinator's
   ``--check-interval-ms``: the coordinator is restarted with it.
+- ``python -m bench.rocketmq_proxy [N]``: one thread's sync send latency through the proxy, then
+  N sends from 8 threads, and the proxy's CPU per send (``send_latency``).
 - The proxy's cost: CPU ms per message (user + system time of its process over a workload,
   divided by every message the workload sent, warm-up included) and its RSS (``VmRSS`` and the
   peak, ``VmHWM``) after each workload.
@@ -24,8 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
+import signal
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -192,3 +197,55 @@ def run(sizes: Sizes, figures: Figures) -> None:
                 f"{figures.system}: {len(problems)} warnings or errors in its log, first: "
                 f"{problems[0][:300]}"
             )
+
+
+# -- python -m bench.rocketmq_proxy: one sync send's latency ---------------------------------
+
+
+def send_latency(sends: int) -> None:
+    """One thread's sync sends through the proxy (the official client, 100 B, after as many
+    untimed ones): p50 / p99 ms; then ``sends`` from 8 threads: sends/s; the proxy's CPU ms per
+    send. ``RMQ_ADAPTER_KAFKA_LINGER_MS=0`` in the environment shows what the proxy's Kafka
+    producer's linger (5 ms) costs."""
+    from rocketmq import Message, Producer
+
+    from bench.rocketmq_figures import Latency, body
+    from bench.transactions import run_threads
+
+    rocketmq_apache.quiet_client_log()
+    topic = Topic("LatencyNormal", "NORMAL")
+    with kafka() as bootstrap, proxy_stack(bootstrap) as target:
+        target.create_topics([topic])
+        producer = Producer(rocketmq_apache.configuration(target.endpoints), (topic.name,))
+        producer.startup()
+
+        def send(i: int) -> None:
+            m = Message()
+            m.topic = topic.name
+            m.body = body("n", i)
+            producer.send(m)
+
+        try:
+            for i in range(sends):
+                send(-1 - i)  # untimed warm-up
+            took = []
+            for i in range(sends):
+                started = time.perf_counter()
+                send(i)
+                took.append((time.perf_counter() - started) * 1000)
+            one = Latency.of(took)
+            cpu = target.proxy.cpu_seconds()
+            sent = run_threads(sends, send, deadline_s=max(120, sends / 20))
+            per_send = (target.proxy.cpu_seconds() - cpu) * 1000 / max(sent.count, 1)
+        finally:
+            producer.shutdown()
+    linger = os.environ.get("RMQ_ADAPTER_KAFKA_LINGER_MS", "default (5)")
+    print(f"proxy sync sends, linger.ms {linger}, {sends} each:")
+    print(f"  1 thread: p50 / p99 / max {one.cell() if one else '-'} ms")
+    print(f"  8 threads: {sent.count / sent.seconds:,.0f}/s; proxy CPU {per_send:.2f} ms a send")
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    send_latency(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
