@@ -39,7 +39,8 @@ from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.consumer.offsets import PartitionOffsets
 from adapter.message import ReceivedMessage
-from adapter.tags import TagFilter
+from adapter.message_filter import MessageFilter
+from adapter.sql92 import Sql92Filter
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,13 @@ class Subscription:
     topic: str
     kafka_topic: str
     callback: MessageCallback
-    filter: TagFilter
+    filter: MessageFilter
+
+
+def _filtered_out(message_filter: MessageFilter, message: ReceivedMessage) -> bool:
+    if isinstance(message_filter, Sql92Filter):
+        return not message_filter.matches_raw(message.properties)
+    return message_filter.tags is not None and not message_filter.matches(message.tags or None)
 
 
 class ConsumerStats:
@@ -76,9 +83,9 @@ class ConsumerStats:
 
 
 def run_callback(sub: Subscription, message: ReceivedMessage, stats: ConsumerStats) -> bool:
-    """Filter ``message`` by tag, else run the callback; True when the message is finished
-    (consumed or filtered out), False when it failed."""
-    if sub.filter.tags is not None and not sub.filter.matches(message.tags or None):
+    """Filter ``message`` by tag or SQL92, else run the callback; True when the message is
+    finished (consumed or filtered out), False when it failed."""
+    if _filtered_out(sub.filter, message):
         stats.filtered += 1
         return True
     try:

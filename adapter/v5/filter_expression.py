@@ -1,4 +1,4 @@
-"""``FilterExpression``: which messages of a topic a 5.x consumer takes, by tag.
+"""``FilterExpression``: which messages of a topic a 5.x consumer takes, by tag or SQL92.
 
 Reproduces ``rocketmq.v5.model.FilterExpression(expression="*", filter_type=FilterType.TAG)``
 of rocketmq-python-client 5.1 (properties ``expression`` and ``filter_type``; the class
@@ -7,23 +7,30 @@ constant ``TAG_EXPRESSION_SUB_ALL``) and ``FilterType`` with the 5.x protocol's 
 (:mod:`adapter.tags`): ``*`` takes every message, ``TagA||TagB`` the messages tagged ``TagA``
 or ``TagB``; a message without a tag matches no named tag.
 
+A SQL92 expression (``FilterType.SQL``, e.g. ``"amount > 100 AND region IN ('eu')"``) follows
+RocketMQ's filter module (:mod:`adapter.sql92`) and sees every property of a message, ``TAGS``
+and ``KEYS`` included. It is parsed once, when the consumer subscribes (or is built with it);
+a bad one is refused there with ``BadRequestException`` (``ILLEGAL_FILTER_EXPRESSION``) naming
+the line and column.
+
 On Kafka the filter runs in the client after the share group handed the record over: a record
 that does not match is accepted (consumed) without being shown, as a RocketMQ broker skips it
 for this group.
 
-Known gaps: SQL92 expressions (``FilterType.SQL``) are refused with ``UnsupportedException``
-when a consumer is given one (Kafka has no broker-side property filter, and evaluating SQL92 in
-the client is not implemented). Malformed tag expressions that RocketMQ reads in a surprising
-way (``TagA | TagB``) are refused with ``BadRequestException`` (``ILLEGAL_FILTER_EXPRESSION``).
+Known gaps: RocketMQ makes operators switch SQL92 on per broker (``enablePropertyFilter``);
+here it is always on. Malformed tag expressions that RocketMQ reads in a surprising way
+(``TagA | TagB``) are refused with ``BadRequestException`` (``ILLEGAL_FILTER_EXPRESSION``).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 
+from adapter import sql92
 from adapter.exceptions import TagExpressionError
+from adapter.message_filter import MessageFilter
 from adapter.tags import TagFilter
-from adapter.v5.exception import BadRequestException, UnsupportedException
+from adapter.v5.exception import BadRequestException
 
 __all__ = ["FilterExpression", "FilterType", "ILLEGAL_FILTER_EXPRESSION"]
 
@@ -40,7 +47,8 @@ class FilterType(IntEnum):
 
 
 class FilterExpression:
-    """A subscription's filter: a tag expression (``"*"``, ``"TagA||TagB"``)."""
+    """A subscription's filter: a tag expression (``"*"``, ``"TagA||TagB"``) or, with
+    ``FilterType.SQL``, a SQL92 one."""
 
     TAG_EXPRESSION_SUB_ALL = "*"
 
@@ -58,17 +66,16 @@ class FilterExpression:
     def filter_type(self) -> FilterType:
         return self._filter_type
 
-    def tag_filter(self, topic: str) -> TagFilter:
-        """The parsed tag filter (adapter side); ``UnsupportedException`` for SQL92,
-        ``BadRequestException`` for a malformed tag expression, both naming ``topic``."""
+    def message_filter(self, topic: str) -> MessageFilter:
+        """The parsed filter (adapter side); ``BadRequestException`` naming ``topic`` for a
+        malformed expression (for SQL92, with the line and column of the error)."""
         if self._filter_type == FilterType.SQL:
-            raise UnsupportedException(
-                f"SQL92 filter expressions are not supported by adapter.v5 (topic {topic!r}, "
-                f"expression {self._expression!r}): Kafka has no broker-side property filter; "
-                "subscribe with a tag expression (FilterExpression('TagA||TagB')) and check "
-                "properties in the application",
-                50500,
-            )
+            try:
+                return sql92.parse(self._expression)
+            except sql92.Sql92Error as exc:
+                raise BadRequestException(
+                    f"topic {topic!r}: {exc}", ILLEGAL_FILTER_EXPRESSION
+                ) from exc
         if self._filter_type != FilterType.TAG:
             raise BadRequestException(
                 f"unknown filter type {self._filter_type!r} for topic {topic!r}",

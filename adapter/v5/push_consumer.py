@@ -15,7 +15,8 @@ send_back`). So a message is delivered to one member of the group; the listener 
 an exception) sends it back through ``%RETRY%<group>`` (SCHEDULE, delay level 3 + reconsume
 times: 10 s, 30 s, 1 min, ...) and after ``max_delivery_attempts`` (default 17: one delivery
 and RocketMQ 5's 16 retries) it goes to ``%DLQ%<group>``, the topics the 2.0 consumer uses.
-Filters are tag expressions (:class:`~adapter.v5.FilterExpression`); SQL92 is refused.
+Filters are tag or SQL92 expressions (:class:`~adapter.v5.FilterExpression`); a message
+filtered out is consumed unseen and counted in ``stats.filtered``.
 
 FIFO (adapter extension ``fifo=True``; RocketMQ 5 reads it from the group's settings on the
 broker, which Kafka groups do not have): each partition is consumed by one thread in order, so
@@ -169,9 +170,9 @@ class PushConsumer:
             kafka_topic = naming.kafka_topic(topic)
         except InvalidNameError as exc:
             raise IllegalArgumentException(f"cannot subscribe to {topic!r}: {exc}") from exc
-        # SQL92 and malformed tags are refused here, not at startup
-        tags = expression.tag_filter(topic)
-        self._subscription[topic] = Subscription(topic, kafka_topic, self._deliver, tags)
+        # a malformed expression is refused here, at subscribe (or when built with it)
+        chosen = expression.message_filter(topic)
+        self._subscription[topic] = Subscription(topic, kafka_topic, self._deliver, chosen)
 
     def _restart_if_running(self) -> None:
         with self._lock:

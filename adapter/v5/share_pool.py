@@ -32,11 +32,10 @@ from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from adapter import properties as prop
 from adapter.clock import Clock
 from adapter.config import KafkaSettings
 from adapter.consumer.send_back import SendBack
-from adapter.tags import TagFilter
+from adapter.message_filter import MessageFilter, admits
 from adapter.v5.dead_letters import DeadLetter, DeadLetters
 from adapter.v5.exception import (
     BadRequestException,
@@ -60,7 +59,7 @@ CONSUMER_GROUP_NOT_FOUND = 40403
 """The 5.x protocol's ``Code.CONSUMER_GROUP_NOT_FOUND``."""
 _LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
 
-Filters = Callable[[], Mapping[str, TagFilter]]
+Filters = Callable[[], Mapping[str, MessageFilter]]
 """The current subscriptions: Kafka topic name -> tag filter."""
 
 
@@ -95,6 +94,8 @@ class SharePool:
         self._max_consumers = max(1, max_consumers)
         self._send_back = send_back
         self._filters = filters
+        self.filtered = 0
+        """Messages filtered out (tag or SQL92) and accepted unseen, as RocketMQ skips them."""
         self._timeout_s = timeout_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -237,20 +238,20 @@ class SharePool:
                 limit=self._limit,
             )  # fmt: skip
             fetched = Fetched(record, received(record, attempt), attempt, count)
-            tag_filter = filters.get(str(record.topic()))
+            chosen = filters.get(str(record.topic()))
             if name in holding:  # handed out again while held: not a delivery (see the book)
                 attempt = max(1, attempt - 1)
                 again = Fetched(record, received(record, attempt), attempt, count,
                                 verdict is not Verdict.DELIVER)  # fmt: skip
                 keep.append((name, again))
-            elif tag_filter is None:  # unsubscribed meanwhile: for the group's other consumers
+            elif chosen is None:  # unsubscribed meanwhile: for the group's other consumers
                 settle.append((record, RELEASE))
             elif verdict is Verdict.DEAD:
                 # Dead-lettered as its last failed delivery, as the 2.0 send-back does.
                 fetched = Fetched(record, received(record, attempt - 1), attempt, count)
                 why = self._dead.why(fetched, seen=False)
                 dead.append(DeadLetter(name, fetched, lock_until, why))
-            elif not tag_filter.matches(fetched.received.properties.get(prop.TAGS)):
+            elif not admits(chosen, fetched.received.properties):
                 settle.append((record, ACCEPT))  # filtered out: consumed, as RocketMQ skips it
                 settled.append(name)
             else:
@@ -260,6 +261,7 @@ class SharePool:
             earlier = self.book.fetched(member.index, keep, locked_since)
             for name in settled:
                 self.book.forget(name)
+            self.filtered += len(settled)
             self._dead.add(member.index, dead)
         for old in earlier:
             log.warning(

@@ -15,7 +15,8 @@ at the earliest retained message (:mod:`adapter.v5.share_group`). ``receive`` lo
 ``properties``, ``body``, ``topic`` and a ``receipt_handle``. A message not acked within its
 invisible duration is released by this client and comes back with ``delivery_attempt`` + 1;
 one delivered past the group's max attempts goes to ``%DLQ%<group>`` (the 2.0 consumer's
-dead-letter topic and send-back) instead. Tag filters run here (:mod:`.filter_expression`).
+dead-letter topic and send-back) instead. Tag and SQL92 filters run here
+(:mod:`.filter_expression`); ``filtered`` counts the messages they skipped.
 
 Known gaps (README, "Moving a 5.x application"): an invisible duration is at most the group's
 lock duration less 3 s, and ``change_invisible_duration`` cannot go past the lock Kafka took
@@ -49,7 +50,7 @@ from adapter.consumer.config import ConsumerConfig
 from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError, InvalidNameError
 from adapter.kafka import clients
-from adapter.tags import TagFilter
+from adapter.message_filter import MessageFilter
 from adapter.v5.client_configuration import ClientConfiguration, kafka_settings
 from adapter.v5.client_id import new_client_id
 from adapter.v5.exception import (
@@ -127,7 +128,7 @@ class SimpleConsumer:
         self._max_consumers = max(1, max_consumers)
         self._clock = clock
         self._client_id = new_client_id()
-        self._subscriptions: dict[str, tuple[FilterExpression, TagFilter]] = {}
+        self._subscriptions: dict[str, tuple[FilterExpression, MessageFilter]] = {}
         for topic, expression in (subscription or {}).items():
             self._subscriptions[topic] = self._subscription(topic, expression)
         self._lock = threading.Lock()
@@ -295,6 +296,11 @@ class SimpleConsumer:
         return self._configuration
 
     @property
+    def filtered(self) -> int:
+        """Messages skipped by the filters, consumed unseen (adapter extension)."""
+        return self._pool.filtered if self._pool is not None else 0
+
+    @property
     def max_attempts(self) -> int:
         """Deliveries before a message goes to ``%DLQ%<group>`` (adapter extension)."""
         return self._max_attempts
@@ -317,7 +323,7 @@ class SimpleConsumer:
             raise IllegalStateException(why)
         return pool
 
-    def _filters(self) -> dict[str, TagFilter]:
+    def _filters(self) -> dict[str, MessageFilter]:
         with self._lock:
             return {naming.kafka_topic(t): f for t, (_e, f) in self._subscriptions.items()}
 
@@ -326,12 +332,12 @@ class SimpleConsumer:
 
     def _subscription(
         self, topic: str, expression: FilterExpression
-    ) -> tuple[FilterExpression, TagFilter]:
+    ) -> tuple[FilterExpression, MessageFilter]:
         try:
             naming.kafka_topic(topic)
         except InvalidNameError as exc:
             raise IllegalArgumentException(str(exc)) from exc
-        return expression, expression.tag_filter(topic)
+        return expression, expression.message_filter(topic)
 
     def _require_topic(self, topic: str, kafka: KafkaSettings | None) -> None:
         """``NotFoundException`` unless ``topic`` exists (5.x looks up its route); a topic

@@ -16,6 +16,7 @@ from adapter.producer.routing import queue_for_sharding_key
 from adapter.v5 import (
     ConsumeResult,
     FilterExpression,
+    FilterType,
     Message,
     MessageListener,
 )
@@ -166,6 +167,28 @@ def test_a_tag_filter_delivers_only_the_matching_tags(
     time.sleep(2)
 
     assert listener.bodies() == [b"A0", b"C2", b"A3"]
+
+
+def test_a_sql92_filter_delivers_only_the_matching_properties_and_consumes_the_rest(
+    make_v5_producer: MakeV5Producer, make_push_consumer: MakePushConsumer, new_topic, new_group
+) -> None:
+    topic = new_topic(1)
+    producer = make_v5_producer()
+    for body, amount, tag in ((b"big", "250", "A"), (b"small", "5", "A"), (b"other", "300", "B"),
+                              (b"none", None, "A"), (b"huge", "1000", "A")):  # fmt: skip
+        sent = message(topic, body, tag=tag)
+        if amount is not None:
+            sent.add_property("amount", amount)
+        producer.send(sent)
+    listener = Recording()
+    sql = FilterExpression("amount > 100 AND TAGS = 'A'", FilterType.SQL)
+    consumer = make_push_consumer(new_group(), listener, {topic: sql})
+
+    wait_until(lambda: consumer.stats.filtered >= 3, timeout=60, what="3 messages filtered out")
+    wait_until(lambda: len(listener.deliveries) >= 2, timeout=30, what="big and huge")
+
+    assert listener.bodies() == [b"big", b"huge"]
+    assert consumer.stats.filtered == 3
 
 
 def groups_on_different_queues(queues: int) -> tuple[str, str]:

@@ -401,16 +401,47 @@ def test_a_tag_filter_receives_only_the_tags_it_names(
     assert sorted((m.body, m.tag) for m in seen) == [(b"a", "TagA"), (b"c", "TagC")]
 
 
-def test_sql92_filters_are_refused_naming_the_feature(
+def test_a_sql92_filter_receives_only_the_matching_properties_and_consumes_the_rest(
+    make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
+) -> None:
+    from adapter.v5 import FilterType
+
+    topic, group = new_topic(1), new_group()
+    producer = make_v5_producer()
+    for body, region in ((b"eu1", "eu"), (b"us", "us"), (b"none", None), (b"eu2", "eu")):
+        sent = message(topic, body, "TagA")
+        if region is not None:
+            sent.add_property("region", region)
+        producer.send(sent)
+    sql = FilterExpression("region IN ('eu', 'asia') AND TAGS IS NOT NULL", FilterType.SQL)
+    consumer = make_simple_consumer(group, {topic: sql})
+
+    seen: list[Message] = []
+
+    def received_two() -> bool:
+        seen.extend(consumer.receive(10, 10))
+        return len(seen) >= 2
+
+    wait_until(received_two, timeout=30, what="the eu messages")
+    wait_until(lambda: consumer.filtered >= 2, timeout=30, what="us and none filtered out")
+    for got in seen:
+        consumer.ack(got)
+    assert sorted(m.body for m in seen) == [b"eu1", b"eu2"]
+    assert consumer.filtered == 2
+    consumer.shutdown()
+    after = make_simple_consumer(group, {topic: EVERYTHING}, await_duration=5)
+    assert after.receive(10, 5) == []  # the filtered ones were consumed: never come back
+
+
+def test_a_bad_sql92_filter_is_refused_at_subscribe_with_its_column(
     make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
 ) -> None:
     from adapter.v5 import FilterType
-    from adapter.v5.exception import UnsupportedException
 
     topic = new_topic(1)
     consumer = make_simple_consumer(new_group(), {topic: EVERYTHING})
-    with pytest.raises(UnsupportedException, match="SQL92"):
-        consumer.subscribe(topic, FilterExpression("a > 1", FilterType.SQL))
+    with pytest.raises(BadRequestException, match="column 9"):
+        consumer.subscribe(topic, FilterExpression("a > 1 OR", FilterType.SQL))
 
 
 def test_subscribing_to_a_topic_that_does_not_exist_is_not_found(

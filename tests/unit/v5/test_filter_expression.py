@@ -1,9 +1,11 @@
-"""``FilterExpression``: 5.x's defaults, tag expressions, and SQL92 refused by name."""
+"""``FilterExpression``: 5.x's defaults, tag expressions, and SQL92 parsed at subscribe."""
 
 from __future__ import annotations
 
 import pytest
 
+from adapter.message_filter import admits
+from adapter.tags import TagFilter
 from adapter.v5 import (
     ClientConfiguration,
     Credentials,
@@ -15,7 +17,6 @@ from adapter.v5.exception import (
     BadRequestException,
     IllegalArgumentException,
     IllegalStateException,
-    UnsupportedException,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -28,11 +29,12 @@ def test_the_default_expression_takes_every_tag() -> None:
 
     assert expression.expression == FilterExpression.TAG_EXPRESSION_SUB_ALL == "*"
     assert expression.filter_type == FilterType.TAG == 1
-    assert expression.tag_filter("T").matches(None)
+    assert expression.message_filter("T").matches(None)
 
 
 def test_a_tag_expression_takes_the_tags_it_names_only() -> None:
-    tags = FilterExpression("TagA||TagB").tag_filter("T")
+    tags = FilterExpression("TagA||TagB").message_filter("T")
+    assert isinstance(tags, TagFilter)
 
     assert tags.matches(b"TagA")
     assert tags.matches(b"TagB")
@@ -40,20 +42,29 @@ def test_a_tag_expression_takes_the_tags_it_names_only() -> None:
     assert not tags.matches(None)
 
 
-def test_sql92_is_refused_naming_the_feature() -> None:
-    with pytest.raises(UnsupportedException, match="SQL92 filter expressions are not supported"):
-        FilterExpression("amount > 10", FilterType.SQL).tag_filter("Orders")
+def test_a_sql92_expression_filters_on_every_property_tags_included() -> None:
+    sql = FilterExpression("amount > 10 AND TAGS = 'TagA'", FilterType.SQL).message_filter("T")
+
+    assert admits(sql, {"amount": b"11", "TAGS": b"TagA"})
+    assert not admits(sql, {"amount": b"9", "TAGS": b"TagA"})
+    assert not admits(sql, {"amount": b"11"})
+
+
+def test_a_bad_sql92_expression_is_a_bad_request_naming_the_column() -> None:
+    with pytest.raises(BadRequestException, match=r"Orders.*column 8") as refused:
+        FilterExpression("amount > 'ten'", FilterType.SQL).message_filter("Orders")
+    assert refused.value.code == 40010
 
 
 def test_a_malformed_tag_expression_is_a_bad_request() -> None:
     with pytest.raises(BadRequestException, match="Orders") as refused:
-        FilterExpression("TagA | TagB").tag_filter("Orders")
+        FilterExpression("TagA | TagB").message_filter("Orders")
     assert refused.value.code == 40010
 
 
-def test_a_simple_consumer_refuses_sql92_when_it_is_built() -> None:
-    with pytest.raises(UnsupportedException, match="SQL92"):
-        SimpleConsumer(CONFIG, "GID_x", {"Orders": FilterExpression("a > 1", FilterType.SQL)})
+def test_a_simple_consumer_refuses_a_bad_sql92_expression_when_it_is_built() -> None:
+    with pytest.raises(BadRequestException, match="column 4"):
+        SimpleConsumer(CONFIG, "GID_x", {"Orders": FilterExpression("a >", FilterType.SQL)})
 
 
 def test_a_simple_consumer_checks_its_group_and_arguments_as_5x_does() -> None:

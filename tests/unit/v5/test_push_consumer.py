@@ -18,7 +18,6 @@ from adapter.v5 import (
 from adapter.v5.exception import (
     BadRequestException,
     IllegalArgumentException,
-    UnsupportedException,
 )
 from adapter.v5.message_listener import as_status
 
@@ -46,9 +45,10 @@ def test_a_listener_and_a_subscription_are_required_as_in_5x() -> None:
         PushConsumer(CONFIG, "GID_a", Accepting(), {})
 
 
-def test_sql92_is_refused_naming_the_feature() -> None:
-    with pytest.raises(UnsupportedException, match="SQL92"):
-        PushConsumer(CONFIG, "GID_a", Accepting(), {"T": FilterExpression("a > 1", FilterType.SQL)})
+def test_a_bad_sql92_expression_is_refused_with_its_column() -> None:
+    bad = FilterExpression("a > 1 AND", FilterType.SQL)
+    with pytest.raises(BadRequestException, match="column 10"):
+        PushConsumer(CONFIG, "GID_a", Accepting(), {"T": bad})
 
 
 def test_a_malformed_tag_expression_is_refused() -> None:
