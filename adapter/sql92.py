@@ -118,6 +118,7 @@ class _Parser:
         self.expression = expression
         self.tokens = _tokens(expression)
         self.at = 0
+        self.names: set[str] = set()
 
     # -- tokens --------------------------------------------------------------------------------
 
@@ -285,6 +286,7 @@ class _Parser:
             return _constant({"TRUE": True, "FALSE": False}.get(token.kind))
         if self.take("id"):
             name = token.text
+            self.names.add(name)
             return _Node(lambda p: p.get(name), "property")
         if self.take("("):
             node = self.or_expression()
@@ -386,6 +388,8 @@ class Sql92Filter:
 
     expression: str
     run: Eval
+    names: frozenset[str]
+    """The properties the expression reads."""
 
     def matches(self, properties: Props) -> bool:
         """True only when the expression is TRUE; unknown and evaluation errors are no match,
@@ -397,10 +401,16 @@ class Sql92Filter:
 
     def matches_raw(self, properties: Mapping[str, bytes]) -> bool:
         """:meth:`matches` over properties as Kafka headers carry them (UTF-8 bytes)."""
-        text = {k: v.decode("utf-8", errors="backslashreplace") for k, v in properties.items()}
+        text = {
+            name: raw.decode("utf-8", errors="backslashreplace")
+            for name in self.names
+            if (raw := properties.get(name)) is not None
+        }
         return self.matches(text)
 
 
 def parse(expression: str) -> Sql92Filter:
     """Parse ``expression`` once; :class:`Sql92Error` (with line and column) when it is bad."""
-    return Sql92Filter(expression, _Parser(expression).selector())
+    parser = _Parser(expression)
+    run = parser.selector()
+    return Sql92Filter(expression, run, frozenset(parser.names))

@@ -312,3 +312,11 @@ def test_the_evaluator_agrees_with_a_reference_evaluator(
 ) -> None:
     text, tree = case
     assert parse(text).matches(props) is (reference(tree, props) is True)
+
+
+def test_header_bytes_are_read_as_utf8_text_and_only_the_named_properties_matter() -> None:
+    sql = parse("city = 'Zürich' AND b IS NULL")
+
+    assert sql.names == {"city", "b"}
+    assert sql.matches_raw({"city": "Zürich".encode(), "other": b"\xff\xfe"})
+    assert not sql.matches_raw({"city": "Zürich".encode(), "b": b"\xff"})
