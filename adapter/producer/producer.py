@@ -3,6 +3,8 @@
 Reproduces ``rocketmq.client.Producer`` of rocketmq-client-python 2.0: its constructor, setters
 (:class:`ProducerSettings`, shared with ``TransactionMQProducer``), ``start``/``shutdown`` and
 the three sends, whose rules live in the send core (:mod:`adapter.producer.sender`).
+Extensions the 2.0 client lacks, on ``Producer`` only: ``send_batch``
+(:mod:`adapter.producer.batch_sender`) and ``send_async`` (:mod:`adapter.producer.async_sends`).
 ``start()`` does no network I/O, as RocketMQ's client starts without reaching its name
 server: an unreachable Kafka shows at the first send, as ``ProducerSendSyncFailed`` naming the
 address.
@@ -13,6 +15,7 @@ Known gaps: see :mod:`adapter.producer.sender`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -23,12 +26,15 @@ from adapter.config import KafkaSettings, delay_levels_from_env, fast_commit_fro
 from adapter.exceptions import (
     AdapterError,
     ProducerException,
+    ProducerSendAsyncFailed,
     ProducerSendOnewayFailed,
     ProducerSendOrderlyFailed,
     ProducerSendSyncFailed,
     ProducerStartFailed,
 )
 from adapter.message import Message
+from adapter.producer.async_sends import AsyncSends, SendCallback
+from adapter.producer.batch_sender import BatchSender
 from adapter.producer.config import ProducerConfig
 from adapter.producer.sender import Sender, SendResult, SendStatus
 
@@ -133,6 +139,38 @@ class Producer(ProducerBase):
         self._compress_level = compress_level
         self._max_message_size = max_message_size
         self._sender: Sender | None = None
+        self._batches: BatchSender | None = None
+        self._async: AsyncSends | None = None
+
+    def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """Send ``messages`` as one batch (an extension: the Java client's
+        ``send(Collection<Message>)``; the 2.0 Python client has none): one ``SendResult`` per
+        message, in order (``msg_id`` its ``UNIQ_KEY``, kept for a retry), or
+        ``ProducerSendSyncFailed`` and none of them visible to read_committed readers.
+
+        RocketMQ's batch rules are checked before anything is sent: one topic, no delay (nor
+        delivery time), no retry topic, no transactional message, each body within the max
+        message size and the whole batch too (:mod:`adapter.producer.batch`). The batch is one
+        Kafka transaction, on a transactional producer made at the first batch, with the
+        ``transactional.id`` ``rmq-adapter-batch-<group>@<instance>-<random>``
+        (:mod:`adapter.producer.batch_sender`)."""
+        sender = self._started(ProducerSendSyncFailed)
+        if self._batches is None:
+            self._batches = BatchSender(sender)
+        return self._batches.send(messages, ProducerSendSyncFailed)
+
+    def send_async(self, msg: Message, callback: SendCallback) -> None:
+        """Send ``msg`` and return at once (an extension: rocketmq-client-python#130 removed
+        it; the Java client's ``send(msg, SendCallback)``). ``callback`` is called once, with
+        the ``SendResult`` or with the exception (``ProducerSendAsyncFailed``), on the
+        producer's callback thread ``async-sends-<group>``, never the caller's; a callback
+        that raises is logged, not propagated. A delayed message goes to
+        ``SCHEDULE_TOPIC_XXXX`` as ``send_sync`` sends it. ``ProducerSendAsyncFailed`` is
+        raised only when the producer is not started (:mod:`adapter.producer.async_sends`)."""
+        sender = self._started(ProducerSendAsyncFailed)
+        if self._async is None:
+            self._async = AsyncSends(sender)
+        self._async.send(msg, callback)
 
     def start(self) -> None:
         if self._sender is not None:
@@ -144,6 +182,15 @@ class Producer(ProducerBase):
             raise ProducerStartFailed(f"producer {self._group!r} could not start: {exc}") from exc
 
     def shutdown(self) -> None:
+        """Call back every async send, close the batch producer, deliver what is queued."""
+        batches, self._batches = self._batches, None
+        if batches is not None:
+            batches.close()
+        sends, self._async = self._async, None
+        if sends is not None and (left := sends.close()):
+            log.error(
+                "producer %s shut down with %d async sends not called back", self._group, left
+            )
         sender, self._sender = self._sender, None
         if sender is not None:
             remaining = sender.close()
