@@ -3,6 +3,9 @@
 Reproduces the public names of ``rocketmq.client`` in rocketmq-client-python 2.0, with the
 same enum values and return types. ``set_name_server_address`` takes Kafka bootstrap servers.
 
+Extensions, which the original lacks: ``Producer.send_batch`` and ``Producer.send_async``
+(:mod:`adapter.producer.producer`); everything the original has keeps its signature.
+
 Known gaps: ``PullConsumer`` (not in 2.0's ``__all__``) is not provided.
 ``TransactionMQProducer`` refuses delayed messages, where the original sends them and the
 broker drops them (see :mod:`adapter.transaction.producer`).
