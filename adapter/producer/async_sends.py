@@ -11,7 +11,10 @@ time, in the order the outcomes came. A callback that raises is logged (with the
 and the next ones still come. A delayed message is parked on ``SCHEDULE_TOPIC_XXXX``, as
 ``send_sync`` parks it.
 
-Known gaps: ``send_async`` waits while librdkafka's local queue is full (up to the send timeout),
+Known gaps: while async sends are in flight, a ``send_sync`` of the same producer whose report
+the callback thread served waits up to 0.1 s longer (50 ``send_sync`` took 3.1 s instead of 0.75
+s when the callback thread polled all the time; it polls only while async sends are pending).
+``send_async`` waits while librdkafka's local queue is full (up to the send timeout),
 as every send here does. A slow callback holds back the callbacks after it.
 """
 
@@ -46,6 +49,7 @@ class AsyncSends:
         self._pending = 0
         self._lock = threading.Lock()
         self._closing = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._close_by = float("inf")
 
@@ -68,6 +72,7 @@ class AsyncSends:
     def _started(self) -> None:
         with self._lock:
             self._pending += 1
+            self._wake.set()
             if self._thread is None:
                 name = f"async-sends-{self._sender.config.group}"
                 self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -97,6 +102,12 @@ class AsyncSends:
         while not (self._closing.is_set() and self._pending == 0) and (
             clock.monotonic() < self._close_by
         ):
+            if not self._pending:
+                # Nothing in flight: leave the reports to the sends that wait for them (a
+                # report this thread takes keeps a waiting send_sync polling for 0.1 s more).
+                self._wake.wait(POLL_S)
+                self._wake.clear()
+                continue
             self._sender.client.poll(POLL_S)
             while True:
                 try:
