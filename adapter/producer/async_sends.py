@@ -5,7 +5,9 @@ the Java client's ``send(msg, SendCallback)``. ``callback`` gets the message's
 :class:`SendResult` when Kafka has acknowledged it, or the exception
 (:class:`~adapter.exceptions.ProducerSendAsyncFailed`, with the cause chained) when the send
 failed, a message the send would refuse included: like the Java client, which hands those to
-``onException`` too, nothing is raised to the caller. Each callback is called once, on the
+``onException`` too, nothing is raised to the caller. Given an ``exception_callback`` as well,
+as the 2.0 client had it before #130, ``callback`` gets the results and ``exception_callback``
+the exceptions (:func:`split`). Each callback is called once, on the
 producer's callback thread (``async-sends-<group>``), never on the caller's, one callback at a
 time, in the order the outcomes came. A callback that raises is logged (with the message id)
 and the next ones still come. A delayed message is parked on ``SCHEDULE_TOPIC_XXXX``, as
@@ -38,6 +40,21 @@ SendCallback = Callable[[SendResult | BaseException], object]
 Outcome = tuple[SendCallback, str, SendResult | BaseException]
 
 POLL_S = 0.05
+
+
+def split(
+    on_success: Callable[[SendResult], object], on_exception: Callable[[BaseException], object]
+) -> SendCallback:
+    """One callback of the outcome from the two of rocketmq-client-python before #130
+    (``send_async(msg, success_callback, exception_callback)``)."""
+
+    def callback(outcome: SendResult | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            on_exception(outcome)
+        else:
+            on_success(outcome)
+
+    return callback
 
 
 class AsyncSends:

@@ -15,7 +15,7 @@ Known gaps: see :mod:`adapter.producer.sender`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -33,7 +33,7 @@ from adapter.exceptions import (
     ProducerStartFailed,
 )
 from adapter.message import Message
-from adapter.producer.async_sends import AsyncSends, SendCallback
+from adapter.producer.async_sends import AsyncSends, SendCallback, split
 from adapter.producer.batch_sender import BatchSender
 from adapter.producer.config import ProducerConfig
 from adapter.producer.sender import Sender, SendResult, SendStatus
@@ -159,10 +159,17 @@ class Producer(ProducerBase):
             self._batches = BatchSender(sender)
         return self._batches.send(messages, ProducerSendSyncFailed)
 
-    def send_async(self, msg: Message, callback: SendCallback) -> None:
+    def send_async(
+        self,
+        msg: Message,
+        callback: SendCallback,
+        exception_callback: Callable[[BaseException], object] | None = None,
+    ) -> None:
         """Send ``msg`` and return at once (an extension: rocketmq-client-python#130 removed
         it; the Java client's ``send(msg, SendCallback)``). ``callback`` is called once, with
-        the ``SendResult`` or with the exception (``ProducerSendAsyncFailed``), on the
+        the ``SendResult`` or with the exception (``ProducerSendAsyncFailed``); given an
+        ``exception_callback`` (the removed method's third argument), ``callback`` gets the
+        result and ``exception_callback`` the exception. Callbacks run on the
         producer's callback thread ``async-sends-<group>``, never the caller's; a callback
         that raises is logged, not propagated. A delayed message goes to
         ``SCHEDULE_TOPIC_XXXX`` as ``send_sync`` sends it. ``ProducerSendAsyncFailed`` is
@@ -170,6 +177,8 @@ class Producer(ProducerBase):
         sender = self._started(ProducerSendAsyncFailed)
         if self._async is None:
             self._async = AsyncSends(sender)
+        if exception_callback is not None:
+            callback = split(callback, exception_callback)
         self._async.send(msg, callback)
 
     def start(self) -> None:

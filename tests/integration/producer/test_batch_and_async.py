@@ -195,6 +195,25 @@ def test_an_async_send_the_broker_refuses_reaches_the_callback_as_an_exception(
     assert msg.unique_key() in str(outcome)
 
 
+def test_the_removed_2_0_form_calls_success_and_exception_callbacks_apart(
+    make_producer, new_topic
+) -> None:
+    successes, failures = Callbacks(), Callbacks()
+    producer = make_producer()
+    # apart: the broker refuses a whole produce request, a record that would fit included
+    [fits] = messages(new_topic(partitions=1), [b"fits"])
+    [too_large] = messages(new_topic(partitions=1, **SMALL_RECORDS), [b"x" * 4000])
+    producer.send_async(fits, successes, failures)  # send_async(msg, success_cb, exception_cb)
+    producer.send_async(too_large, successes, failures)
+    wait_until(lambda: len(successes) + len(failures) == 2, timeout=30, what="two callbacks")
+    [result] = successes.outcomes
+    assert isinstance(result, SendResult)
+    assert result.msg_id == fits.unique_key()
+    [failure] = failures.outcomes
+    assert isinstance(failure, ProducerSendAsyncFailed)
+    assert too_large.unique_key() in str(failure)
+
+
 def test_an_async_send_of_an_empty_message_reaches_the_callback_not_the_caller(
     make_producer, new_topic
 ) -> None:
