@@ -105,7 +105,11 @@ class BatchSender:
     def _in_transaction(self, records: Sequence[Outgoing]) -> list[writing.Ack]:
         timeout_s = self._sender.timeout_s
         producer = self._started()
-        producer.begin_transaction()
+        try:
+            producer.begin_transaction()
+        except KafkaException:
+            self._drop()  # fenced, or in a state it cannot leave: the next batch starts anew
+            raise
         try:
             acks = []
             for record in records:
