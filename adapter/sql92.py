@@ -30,7 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from adapter.exceptions import AdapterError
 from adapter.sql92_values import LONG_MAX, EvalError, Value, compare, equal, order
@@ -39,6 +39,8 @@ __all__ = ["Sql92Error", "Sql92Filter", "parse"]
 
 Props = Mapping[str, str]
 Eval = Callable[[Props], Value | None]
+Tree = tuple[Any, ...]
+"""A parsed expression as data (``("eq", ("prop", "a"), ("const", 3))``), for translators."""
 
 _TOKEN = re.compile(
     r"(?P<space>[ \t\n\r\f]+|--[^\n\r]*(?:\n|\r\n?)|/\*[^*]*\*+(?:[^*/][^*]*\*+)*/)"
@@ -90,6 +92,7 @@ class _Node:
     run: Eval
     role: str  # "boolean", "property", "constant" or "value"
     constant: Value | None = None
+    tree: Tree = ()
 
 
 def _tokens(expression: str) -> list[_Token]:
@@ -110,7 +113,7 @@ def _tokens(expression: str) -> list[_Token]:
 
 
 def _constant(value: Value | None, role: str = "constant") -> _Node:
-    return _Node(lambda _p: value, role, value)
+    return _Node(lambda _p: value, role, value, ("const", value))
 
 
 class _Parser:
@@ -148,12 +151,12 @@ class _Parser:
 
     # -- grammar -------------------------------------------------------------------------------
 
-    def selector(self) -> Eval:
+    def selector(self) -> _Node:
         start = self.peek()
         node = self.boolean(self.or_expression(), start)
         if self.peek().kind != "end":
             self.fail("expected AND, OR or a comparison")
-        return node.run
+        return node
 
     def boolean(self, node: _Node, token: _Token) -> _Node:
         """RocketMQ's ``asBooleanExpression``: a property is cast (true only if boolean)."""
@@ -161,7 +164,7 @@ class _Parser:
             return node
         if node.role == "property":
             read = node.run
-            return _Node(lambda p: _cast(read(p)), "boolean")
+            return _Node(lambda p: _cast(read(p)), "boolean", tree=("cast", node.tree))
         self.refuse("this operand is not a boolean expression", token)
 
     def or_expression(self) -> _Node:
@@ -182,12 +185,12 @@ class _Parser:
             if token := self.take("=", "<>"):
                 right = self.comparison()
                 self.check_equal(left, right, token)
-                node = _equal_node(left.run, right.run)
+                node = _equal_node(left, right)
                 left = _negate(node) if token.text == "<>" else node
             elif token := self.take("IS"):
                 negated = self.take("NOT") is not None
                 self.expect("NULL", "NULL")
-                node = _is_null_node(left.run)
+                node = _is_null_node(left)
                 left = _negate(node) if negated else node
             else:
                 return left
@@ -207,7 +210,7 @@ class _Parser:
                 left = self.ordering(left, op.text, self.unary(), op)
             elif op.kind in _TEXT_TESTS:
                 self.at += 1
-                left = _text_node(left.run, op.kind, self.string_literal(), negated)
+                left = _text_node(left, op.kind, self.string_literal(), negated)
             elif op.kind == "BETWEEN":
                 self.at += 1
                 low = self.unary()
@@ -224,7 +227,7 @@ class _Parser:
             numeric = isinstance(side.constant, int | float) and not _is_bool_or_null(side)
             if side.role == "boolean" or (side.role == "constant" and not numeric):
                 self.refuse(f"this value cannot be compared with {symbol!r}", token)
-        return _ordering_node(left.run, right.run, _ORDER[symbol])
+        return _ordering_node(left, right, symbol)
 
     def between(self, value: _Node, low: _Node, high: _Node, negated: bool, op: _Token) -> _Node:
         if not negated and low.role == "constant" and high.role == "constant":
@@ -248,7 +251,7 @@ class _Parser:
         while self.take(","):
             items.add(self.string_literal())
         self.expect(")", "')' or ','")
-        return _in_node(left.run, frozenset(items), negated)
+        return _in_node(left, frozenset(items), negated)
 
     def check_equal(self, left: _Node, right: _Node, token: _Token) -> None:
         if any(side.role == "constant" and side.constant is None for side in (left, right)):
@@ -262,8 +265,9 @@ class _Parser:
         if self.take("+"):
             return self.unary()
         if self.take("-"):
-            inner = self.unary().run
-            return _Node(lambda p: _minus(inner(p)), "value")
+            operand = self.unary()
+            inner = operand.run
+            return _Node(lambda p: _minus(inner(p)), "value", tree=("neg", operand.tree))
         if self.take("NOT"):
             return _negate(self.boolean(self.unary(), token))
         return self.primary()
@@ -287,7 +291,7 @@ class _Parser:
         if self.take("id"):
             name = token.text
             self.names.add(name)
-            return _Node(lambda p: p.get(name), "property")
+            return _Node(lambda p: p.get(name), "property", tree=("prop", name))
         if self.take("("):
             node = self.or_expression()
             self.expect(")", "')'")
@@ -319,20 +323,24 @@ def _logic(first: Eval, second: Eval, props: Props, decisive: bool) -> bool | No
 
 
 def _or_node(first: _Node, second: _Node) -> _Node:
-    return _Node(lambda p: _logic(first.run, second.run, p, True), "boolean")
+    run = lambda p: _logic(first.run, second.run, p, True)  # noqa: E731
+    return _Node(run, "boolean", tree=("or", first.tree, second.tree))
 
 
 def _and_node(first: _Node, second: _Node) -> _Node:
-    return _Node(lambda p: _logic(first.run, second.run, p, False), "boolean")
+    run = lambda p: _logic(first.run, second.run, p, False)  # noqa: E731
+    return _Node(run, "boolean", tree=("and", first.tree, second.tree))
 
 
 def _negate(node: _Node) -> _Node:
     inner = node.run
-    return _Node(lambda p: None if (v := inner(p)) is None else v is not True, "boolean")
+    run = lambda p: None if (v := inner(p)) is None else v is not True  # noqa: E731
+    return _Node(run, "boolean", tree=("not", node.tree))
 
 
-def _is_null_node(value: Eval) -> _Node:
-    return _Node(lambda p: value(p) is None, "boolean")
+def _is_null_node(node: _Node) -> _Node:
+    value = node.run
+    return _Node(lambda p: value(p) is None, "boolean", tree=("isnull", node.tree))
 
 
 def _minus(value: Value | None) -> Value | None:
@@ -341,17 +349,21 @@ def _minus(value: Value | None) -> Value | None:
     return None
 
 
-def _equal_node(left: Eval, right: Eval) -> _Node:
+def _equal_node(first: _Node, second: _Node) -> _Node:
+    left, right = first.run, second.run
+
     def run(props: Props) -> bool | None:
         a, b = left(props), right(props)
         if a is None or b is None:
             return None if a is None and b is not None else a is None
         return equal(a, b)
 
-    return _Node(run, "boolean")
+    return _Node(run, "boolean", tree=("eq", first.tree, second.tree))
 
 
-def _ordering_node(left: Eval, right: Eval, accept: Callable[[int], bool]) -> _Node:
+def _ordering_node(first: _Node, second: _Node, symbol: str) -> _Node:
+    left, right, accept = first.run, second.run, _ORDER[symbol]
+
     def run(props: Props) -> bool | None:
         a = left(props)
         if a is None:
@@ -359,11 +371,11 @@ def _ordering_node(left: Eval, right: Eval, accept: Callable[[int], bool]) -> _N
         b = right(props)
         return None if b is None else accept(order(a, b))
 
-    return _Node(run, "boolean")
+    return _Node(run, "boolean", tree=("order", symbol, first.tree, second.tree))
 
 
-def _text_node(value: Eval, test: str, search: str, negated: bool) -> _Node:
-    check = _TEXT_TESTS[test]
+def _text_node(node: _Node, test: str, search: str, negated: bool) -> _Node:
+    value, check = node.run, _TEXT_TESTS[test]
 
     def run(props: Props) -> bool:
         text = value(props)
@@ -371,15 +383,17 @@ def _text_node(value: Eval, test: str, search: str, negated: bool) -> _Node:
             return False
         return check(text, search) is not negated
 
-    return _Node(run, "boolean")
+    return _Node(run, "boolean", tree=("text", test, node.tree, search, negated))
 
 
-def _in_node(value: Eval, items: frozenset[str], negated: bool) -> _Node:
+def _in_node(node: _Node, items: frozenset[str], negated: bool) -> _Node:
+    value = node.run
+
     def run(props: Props) -> bool | None:
         text = value(props)
         return (text in items) is not negated if isinstance(text, str) else None
 
-    return _Node(run, "boolean")
+    return _Node(run, "boolean", tree=("in", node.tree, items, negated))
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +404,8 @@ class Sql92Filter:
     run: Eval
     names: frozenset[str]
     """The properties the expression reads."""
+    tree: Tree = ()
+    """The expression as data, for translators (:mod:`adapter.spark.filters`)."""
 
     def matches(self, properties: Props) -> bool:
         """True only when the expression is TRUE; unknown and evaluation errors are no match,
@@ -412,5 +428,5 @@ class Sql92Filter:
 def parse(expression: str) -> Sql92Filter:
     """Parse ``expression`` once; :class:`Sql92Error` (with line and column) when it is bad."""
     parser = _Parser(expression)
-    run = parser.selector()
-    return Sql92Filter(expression, run, frozenset(parser.names))
+    node = parser.selector()
+    return Sql92Filter(expression, node.run, frozenset(parser.names), node.tree)
