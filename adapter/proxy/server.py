@@ -43,6 +43,7 @@ from adapter.proxy.auth import Authenticator
 from adapter.proxy.config import Address, ProxyConfig
 from adapter.proxy.front import Front
 from adapter.proxy.metrics import ProxyMetrics
+from adapter.proxy.receives import Receives
 from adapter.proxy.routes import Routes
 from adapter.proxy.sends import Sends
 from adapter.proxy.service import MessagingService, rpc_handler
@@ -58,6 +59,8 @@ KAFKA_CHECK_S = 10.0
 READY_WITHIN_S = 60.0
 IDLE_CHECK_S = 30.0
 WORKERS = 64
+POLLS = 64
+"""Threads for ReceiveMessage's long polls, apart from the sends' WORKERS."""
 """Threads for blocking work (sends waiting for Kafka, transactional starts)."""
 _MESSAGE_LIMIT = 64 * 1024 * 1024
 """The largest gRPC message taken: a batch of bodies at the limit; over it, gRPC refuses."""
@@ -139,6 +142,8 @@ class ProxyServer:
             max_body_size=config.max_body_size,
             on_publishing=lambda topics: self._announced(topics, transactions, executor),
         )
+        receives = Receives(config, self.clock)
+        polls = ThreadPoolExecutor(POLLS, thread_name_prefix="proxy-poll")
         servicer = MessagingService(
             auth=auth,
             metrics=self.metrics,
@@ -146,7 +151,9 @@ class ProxyServer:
             sends=sends,
             transactions=transactions,
             telemetry=telemetry,
+            receives=receives,
             executor=executor,
+            polls=polls,
             bound=lambda: self.address or config.listen,
         )
         with tempfile.TemporaryDirectory(prefix="rmq-proxy-") as private:
@@ -192,7 +199,9 @@ class ProxyServer:
             front.close_all()
             ticking.cancel()
             await self._loop.run_in_executor(executor, self._close, transactions, sender)
+            await self._loop.run_in_executor(executor, receives.close)
         executor.shutdown(wait=False)
+        polls.shutdown(wait=False)
         log.info("proxy stopped")
 
     def _sender(self) -> Sender:

@@ -7,10 +7,11 @@ method and code with its latency. A request that cannot be parsed is refused by 
 nothing a client sends stops the proxy.
 
 Served: ``QueryRoute``, ``Heartbeat``, ``Telemetry``, ``SendMessage``, ``EndTransaction``,
-``RecallMessage``, ``NotifyClientTermination``. The consumers' RPCs (``QueryAssignment``,
-``ReceiveMessage``, ``AckMessage``, ``ChangeInvisibleDuration``,
-``ForwardMessageToDeadLetterQueue``, ``PullMessage``, ``UpdateOffset``, ``GetOffset``,
-``QueryOffset``, ``SyncLiteSubscription``) answer ``NOT_IMPLEMENTED`` for now.
+``RecallMessage``, ``NotifyClientTermination``, and the SimpleConsumer's ``ReceiveMessage``,
+``AckMessage`` and ``ChangeInvisibleDuration`` (:mod:`adapter.proxy.receives`). The other
+consumers' RPCs (``QueryAssignment``, ``ForwardMessageToDeadLetterQueue``, ``PullMessage``,
+``UpdateOffset``, ``GetOffset``, ``QueryOffset``, ``SyncLiteSubscription``) answer
+``NOT_IMPLEMENTED`` for now.
 
 Known gaps: see the modules of each RPC.
 """
@@ -33,6 +34,7 @@ from adapter.proxy.codes import Code, ProxyError
 from adapter.proxy.config import Address
 from adapter.proxy.metrics import ProxyMetrics
 from adapter.proxy.protocol import service
+from adapter.proxy.receives import Received, Receives
 from adapter.proxy.routes import Routes
 from adapter.proxy.sends import Sends
 from adapter.proxy.telemetry import Telemetry
@@ -115,7 +117,9 @@ class MessagingService:
         sends: Sends,
         transactions: Transactions,
         telemetry: Telemetry,
+        receives: Receives,
         executor: Executor,
+        polls: Executor,
         bound: Callable[[], Address],
     ) -> None:
         self._auth = auth
@@ -124,7 +128,9 @@ class MessagingService:
         self._sends = sends
         self._transactions = transactions
         self._telemetry = telemetry
+        self._receives = receives
         self._executor = executor
+        self._polls = polls
         self._bound = bound
 
     async def _answer(self, method: str, request: Any, context: Any, work: Work) -> Any:
@@ -211,10 +217,16 @@ class MessagingService:
         return await self._not_yet("QueryAssignment", request, context)
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("AckMessage", request, context)
+        async def work(_: Mapping[str, str], account: Account) -> Any:
+            return await self._blocking(self._receives.ack, request, account)
+
+        return await self._answer("AckMessage", request, context, work)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("ChangeInvisibleDuration", request, context)
+        async def work(_: Mapping[str, str], account: Account) -> Any:
+            return await self._blocking(self._receives.change, request, account)
+
+        return await self._answer("ChangeInvisibleDuration", request, context, work)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         return await self._not_yet("ForwardMessageToDeadLetterQueue", request, context)
@@ -232,7 +244,29 @@ class MessagingService:
         return await self._not_yet("SyncLiteSubscription", request, context)
 
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        yield await self._not_yet("ReceiveMessage", request, context)
+        """A long poll on the proxy's poll threads (apart from the sends' threads), then the
+        stream: the status, the messages, the delivery timestamp."""
+        answers: list[Any] = []
+        budget = context.time_remaining()
+
+        async def work(_: Mapping[str, str], account: Account) -> Any:
+            polled = self._polls.submit(self._receives.receive, request, account, budget)
+            try:
+                received: Received = await asyncio.shield(asyncio.wrap_future(polled))
+            except asyncio.CancelledError:  # the client stopped waiting: give them back
+                polled.add_done_callback(lambda done: self._give_back(done))
+                raise
+            got = self._receives.answers(received)
+            answers.extend(got[1:])
+            return got[0]
+
+        yield await self._answer("ReceiveMessage", request, context, work)
+        for answer in answers:
+            yield answer
+
+    def _give_back(self, done: Any) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self._polls.submit(self._receives.release, done.result())
 
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         yield await self._not_yet("PullMessage", request, context)

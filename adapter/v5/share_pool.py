@@ -176,12 +176,14 @@ class SharePool:
             self.book.change(message.receipt_handle, invisible_s)
             self._wake.notify_all()
 
-    def close(self) -> None:
+    def close(self, *, wait_for_held: bool = True) -> None:
         """Wait until every handed-out record is acked or released (at most a lock: closing
-        a member earlier would let Kafka redeliver its records early), then close."""
+        a member earlier would let Kafka redeliver its records early), then close. Without
+        ``wait_for_held``, close at once: no ack can come any more (the proxy stopped serving),
+        so the records held go back to the group now."""
         self._closing.set()
         with self._wake:
-            limit = self._clock.monotonic() + self.book.lock_s
+            limit = self._clock.monotonic() + (self.book.lock_s if wait_for_held else 0.0)
             while self._handed_out() and self._clock.monotonic() < limit:
                 self._wake.wait(0.1)
         self._stopping.set()

@@ -197,16 +197,17 @@ class SimpleConsumer:
             extra={"group": self._group},
         )  # fmt: skip
 
-    def shutdown(self) -> None:
+    def shutdown(self, *, wait_for_held: bool = True) -> None:
         """Stop: wait until every received message is acked or back in the group (at most
         the lock duration; closing earlier would let Kafka redeliver them early), then leave
-        the group."""
+        the group. ``wait_for_held=False`` (adapter extension, for the proxy, whose clients
+        can no longer ack) gives the held messages back at once."""
         pool = self._pool
         if pool is None or self._had_shutdown:
             log.warning("%s is not running, can't shutdown", self)
             return
         self._had_shutdown = True  # no more receives; acks and changes go on while it waits
-        pool.close()
+        pool.close(wait_for_held=wait_for_held)
         if self._callbacks is not None:
             self._callbacks.shutdown(wait=True)
         if self._send_back is not None:

@@ -133,6 +133,22 @@ def test_more_messages_at_once_than_allowed_are_too_many_requests(
         ),
         ("Heartbeat", service.HeartbeatRequest(client_type=77), Code.UNRECOGNIZED_CLIENT_TYPE),
         ("QueryAssignment", service.QueryAssignmentRequest(), Code.NOT_IMPLEMENTED),
+        (
+            "AckMessage",
+            service.AckMessageRequest(
+                group=definition.Resource(name="GID_never"), topic=definition.Resource(name="T"),
+                entries=[service.AckMessageEntry(message_id="m", receipt_handle="forged")],
+            ),
+            Code.INVALID_RECEIPT_HANDLE,
+        ),
+        (
+            "ChangeInvisibleDuration",
+            service.ChangeInvisibleDurationRequest(
+                group=definition.Resource(name="GID_never"), topic=definition.Resource(name="T"),
+                receipt_handle="forged", message_id="m",
+            ),
+            Code.INVALID_RECEIPT_HANDLE,
+        ),
     ],
 )  # fmt: skip
 def test_unknown_enum_values_and_forged_ids_get_codes(
