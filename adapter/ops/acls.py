@@ -85,6 +85,14 @@ def grants(
             prefixed=True,
             why="the transactional fast path",
         ),
+        Grant(
+            application,
+            "transactional-id",
+            "rmq-adapter-batch-",
+            (WRITE,),
+            prefixed=True,
+            why="the 2.0 Producer's send_batch (one Kafka transaction a batch)",
+        ),
     ]
     for topic in topics:
         name = naming.kafka_topic(topic)
