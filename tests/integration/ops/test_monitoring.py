@@ -18,7 +18,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from adapter.client import Message
+from adapter.client import ConsumeStatus, Message
 from adapter.ops.exporter_cli import ALERTS, DASHBOARD, asset
 from tests.support import unique, wait_until
 from tests.workers import ProcessWorker
@@ -99,7 +99,7 @@ def test_the_exporter_serves_a_group_s_lag_under_rocketmq_exporter_s_names(
     processes, kafka_bootstrap, new_topic, make_producer, make_consumer
 ) -> None:
     topic, group = new_topic(1, "Lagging"), unique("GID_lag")
-    consumer = make_consumer(group, topic, lambda _m: None)
+    consumer = make_consumer(group, topic, lambda _m: ConsumeStatus.CONSUME_SUCCESS)
     producer = make_producer()
     message = Message(topic)
     message.set_body("first")
