@@ -46,7 +46,12 @@ from adapter.proxy.messages import Outbound, to_protocol
 from adapter.proxy.metrics import ProxyMetrics
 from adapter.proxy.protocol import definition, service
 from adapter.proxy.sessions import Sessions
-from adapter.transaction.producer import HalfSent, TransactionMQProducer, TransactionStatus
+from adapter.transaction.producer import (
+    HalfSent,
+    TransactionMQProducer,
+    TransactionStatus,
+    shut_down_all,
+)
 from adapter.wire.records import TransactionDecision
 
 __all__ = ["Transactions"]
@@ -167,11 +172,7 @@ class Transactions:
         with self._lock:
             self._closed = True
             producers, self._producers = list(self._producers.values()), {}
-        for producer in producers:
-            try:
-                producer.shutdown()
-            except Exception:
-                log.exception("a transactional producer did not shut down cleanly")
+        shut_down_all(producers)
 
     # -- sending and deciding -----------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 from adapter.config import KafkaSettings
 from adapter.exceptions import ProducerStartFailed
-from adapter.transaction.producer import TransactionMQProducer
+from adapter.transaction.producer import TransactionMQProducer, shut_down_all
 from adapter.v5.exception import IllegalStateException, translate
 from adapter.v5.transaction import CheckAnswers, TransactionChecker
 
@@ -87,8 +87,4 @@ class TransactionalSenders:
         with self._lock:
             self._closed = True
             producers, self._by_topic = list(self._by_topic.values()), {}
-        for producer in producers:
-            try:
-                producer.shutdown()
-            except Exception:
-                log.exception("a transactional producer did not shut down cleanly")
+        shut_down_all(producers)
