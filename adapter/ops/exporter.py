@@ -6,7 +6,8 @@ behind, summed over the topic's queues), ``rocketmq_consumer_offset{group, topic
 ``rocketmq_producer_offset{topic}``, with topic and group names as RocketMQ spells them
 (``%RETRY%G`` included). ``rmq_dead_letters{group}`` counts each group's ``%DLQ%``. Every
 ``interval_s`` the exporter reads the groups through :class:`adapter.ops.groups.Groups` (the
-same reading as ``rmq-adapter groups lag``) and replaces its snapshot; a scrape serves the
+offsets ``rmq-adapter groups lag`` reads, each topic's asked once for all groups) and replaces
+its snapshot; a scrape serves the
 snapshot, so a scrape never waits on Kafka. A refresh that fails keeps the last snapshot,
 counts ``rmq_exporter_refresh_failures_total``, and ``/readyz`` turns 503 until one succeeds.
 
@@ -28,9 +29,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from adapter import naming
 from adapter.config import KafkaSettings
 from adapter.exceptions import AdapterError
-from adapter.ops.groups import Groups
+from adapter.ops.groups import EARLIEST, LATEST, Groups, dead_letter_topic
 
 log = logging.getLogger(__name__)
 
@@ -52,23 +54,43 @@ class Snapshot:
 
 
 def read_snapshot(groups: Groups, *, system_groups: bool) -> Snapshot:
-    """Every consumer group's lag, offsets and dead letters, per RocketMQ topic."""
-    snap = Snapshot()
+    """Every consumer group's lag, offsets and dead letters, per RocketMQ topic: one listing,
+    one commit lookup per group, and the topics' offsets asked once for all groups. A group
+    that goes away meanwhile is left out, not the whole snapshot."""
+    committed: dict[str, dict[tuple[str, int], int]] = {}
+    dead_letter_topics: dict[str, str] = {}
     for row in groups.rows():
         if row.system and not system_groups:
             continue
         group_id = row.group if row.instance is None else f"{row.group}@{row.instance}"
-        lag = groups.lag(group_id)
-        ends: dict[str, int] = {}
-        for queue in lag.queues:
-            key = (group_id, queue.topic)
-            snap.accumulation[key] = snap.accumulation.get(key, 0) + queue.lag
-            committed = queue.committed if queue.committed is not None else queue.earliest
-            snap.consumer_offset[key] = snap.consumer_offset.get(key, 0) + committed
-            ends[queue.topic] = ends.get(queue.topic, 0) + queue.end
-        snap.producer_offset.update(ends)
-        if lag.dead_letters is not None:
-            snap.dead_letters[row.group] = lag.dead_letters
+        try:
+            committed[group_id] = groups.committed(group_id)
+        except (KafkaException, TimeoutError) as exc:
+            log.info("lag exporter: group %s left out of this reading: %s", group_id, exc)
+            continue
+        dlq = dead_letter_topic(row.group)
+        if dlq is not None:
+            dead_letter_topics[row.group] = dlq
+    topics = {topic for offsets in committed.values() for topic, _ in offsets}
+    partitions = groups.partitions(sorted(topics | set(dead_letter_topics.values())))
+    ends = groups.offsets(partitions, LATEST)
+    earliest = groups.offsets(partitions, EARLIEST)
+    snap = Snapshot()
+    for topic, partition in ends:
+        name = naming.decode(topic)
+        snap.producer_offset[name] = snap.producer_offset.get(name, 0) + ends[(topic, partition)]
+    for group_id, offsets in committed.items():
+        for (topic, partition), offset in offsets.items():
+            if (topic, partition) not in ends:
+                continue
+            key = (group_id, naming.decode(topic))
+            lag = max(ends[(topic, partition)] - offset, 0)
+            snap.accumulation[key] = snap.accumulation.get(key, 0) + lag
+            snap.consumer_offset[key] = snap.consumer_offset.get(key, 0) + offset
+    for group, dlq in dead_letter_topics.items():
+        held = [key for key in ends if key[0] == dlq]
+        if held:
+            snap.dead_letters[group] = sum(ends[key] - earliest[key] for key in held)
     return snap
 
 

@@ -21,6 +21,7 @@ exactly by reading it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,9 +39,12 @@ from adapter.exceptions import AdapterError
 from adapter.kafka import clients
 from adapter.ops.offset_reset import Move, Queue, Target, TargetKind
 
-_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "rmq-adapter-")
-_EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-_LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+log = logging.getLogger(__name__)
+
+_SYSTEM_GROUP_PREFIXES = ("CID_RMQ_SYS_", "rmq-adapter-", naming.encode(naming.CHECK_PREFIX))
+"""The workers' groups, the read-backs' and the producers' check listeners'."""
+EARLIEST: OffsetSpec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 
 
 class GroupError(AdapterError):
@@ -90,6 +94,15 @@ class GroupLag:
     """Messages in ``%DLQ%<group>`` (``None``: the group has no dead-letter topic)."""
 
 
+def dead_letter_topic(group: str) -> str | None:
+    """The Kafka name of ``%DLQ%<group>``; ``None`` for a Kafka group whose name is not a
+    RocketMQ group's (``orders.v2``, a foreign consumer's): it has no dead-letter topic."""
+    try:
+        return naming.kafka_topic(naming.dlq_topic(group))
+    except AdapterError:
+        return None
+
+
 def _row(group_id: str, state: str, members: int) -> GroupRow:
     group, _, instance = group_id.partition("@")
     system = group_id.startswith(_SYSTEM_GROUP_PREFIXES)
@@ -117,7 +130,11 @@ class Groups:
         described = self._admin.describe_consumer_groups(ids, request_timeout=self._timeout_s)
         rows = []
         for group_id in ids:
-            about = described[group_id].result(timeout=self._timeout_s)
+            try:
+                about = described[group_id].result(timeout=self._timeout_s)
+            except KafkaException as exc:  # gone meanwhile, or not ours to see
+                log.info("group %s not described: %s", group_id, exc.args[0].str())
+                continue
             rows.append(_row(group_id, _state(about.state), len(about.members)))
         return rows
 
@@ -135,7 +152,7 @@ class Groups:
             if tp.error is None and tp.offset >= 0
         }
 
-    def _offsets(
+    def offsets(
         self, partitions: Sequence[TopicPartition], spec: OffsetSpec
     ) -> dict[tuple[str, int], int]:
         if not partitions:
@@ -147,7 +164,7 @@ class Groups:
             for tp, future in answer.items()
         }
 
-    def _partitions(self, kafka_topics: Sequence[str]) -> list[TopicPartition]:
+    def partitions(self, kafka_topics: Sequence[str]) -> list[TopicPartition]:
         metadata = self._admin.list_topics(timeout=self._timeout_s).topics
         return [
             TopicPartition(topic, partition)
@@ -178,20 +195,21 @@ class Groups:
         ]
         assigned = {tp.topic for m in about.members for tp in m.assignment.topic_partitions}
         topics = sorted(assigned | {topic for topic, _ in committed})
-        partitions = self._partitions(topics)
-        earliest = self._offsets(partitions, _EARLIEST)
-        ends = self._offsets(partitions, _LATEST)
+        partitions = self.partitions(topics)
+        earliest = self.offsets(partitions, EARLIEST)
+        ends = self.offsets(partitions, LATEST)
         queues = [
             Lag(naming.decode(tp.topic), tp.partition, earliest[key], ends[key], committed.get(key))
             for tp in partitions
             for key in [(tp.topic, tp.partition)]
         ]
         group = group_id.partition("@")[0]
-        dlq = self._partitions([naming.kafka_topic(naming.dlq_topic(group))])
+        topic = dead_letter_topic(group)
+        dlq = self.partitions([topic] if topic else [])
         dead = None
         if dlq:
-            dlq_ends = self._offsets(dlq, _LATEST)
-            dlq_starts = self._offsets(dlq, _EARLIEST)
+            dlq_ends = self.offsets(dlq, LATEST)
+            dlq_starts = self.offsets(dlq, EARLIEST)
             dead = sum(dlq_ends[key] - dlq_starts[key] for key in dlq_ends)
         return GroupLag(group_id, _state(about.state), members, queues, dead)
 
@@ -209,18 +227,18 @@ class Groups:
             kafka_topics = [naming.kafka_topic(topic)]
         else:
             kafka_topics = sorted({t for t, _ in committed})
-        partitions = self._partitions(kafka_topics)
+        partitions = self.partitions(kafka_topics)
         if not partitions:
             what = f"topic {topic!r}" if topic else "no committed offsets"
             raise GroupError(
                 f"nothing to reset for group {group_id!r}: {what}"
                 + (" does not exist" if topic else "")
             )
-        earliest = self._offsets(partitions, _EARLIEST)
-        ends = self._offsets(partitions, _LATEST)
+        earliest = self.offsets(partitions, EARLIEST)
+        ends = self.offsets(partitions, LATEST)
         at_time: dict[tuple[str, int], int] = {}
         if target.kind is TargetKind.TIME:
-            at_time = self._offsets(partitions, OffsetSpec.for_timestamp(target.value))
+            at_time = self.offsets(partitions, OffsetSpec.for_timestamp(target.value))
         return [
             Queue(
                 naming.decode(tp.topic),

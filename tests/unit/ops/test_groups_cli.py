@@ -7,7 +7,7 @@ import datetime as dt
 import click
 import pytest
 
-from adapter.ops.groups import GroupLag, GroupRow, Lag, Member
+from adapter.ops.groups import GroupLag, GroupRow, Lag, Member, dead_letter_topic
 from adapter.ops.groups_cli import render_lag, render_list, render_plan
 from adapter.ops.offset_reset import Move, Target, TargetKind
 from adapter.ops.options import parse_time
@@ -68,3 +68,9 @@ def test_a_plan_says_it_changed_nothing_until_it_is_executed() -> None:
     assert "done" in render_plan("G", Target(TargetKind.LATEST), moves, executed=True)
     timed = render_plan("G", Target(TargetKind.TIME, 1795600800000), moves, executed=False)
     assert "reset of group G to 2026-11-25T10:00:00.000+00:00" in timed
+
+
+def test_a_kafka_group_that_is_not_a_rocketmq_group_has_no_dead_letter_topic() -> None:
+    assert dead_letter_topic("GID_orders") == ".25DLQ.25GID_orders"
+    assert dead_letter_topic("orders.v2") is None, "a foreign consumer's group: no DLQ, no error"
+    assert dead_letter_topic(".25CHECK.25PG") is None
