@@ -76,7 +76,7 @@ class LibrdkafkaLog:
         elif level == logging.WARNING and text.endswith("retrying"):
             level = logging.INFO  # a transient state librdkafka is handling (a coordinator loading)
         elif level == logging.WARNING and _PREVIEW in text:
-            level = logging.INFO  # known and documented (README, the 5.x SimpleConsumer)
+            level = logging.INFO  # known and documented (docs/v5.md, the SimpleConsumer)
         if not LOG.isEnabledFor(level):
             return
         held = self._limiter.admit((facility, shape(_without_place(text))))

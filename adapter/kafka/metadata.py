@@ -35,7 +35,8 @@ def require_visible(
         names = ", ".join(naming.decode(t) for t in hidden)
         raise AdapterError(
             f"cannot see topic {names}: the principal is not authorised to {operation} it, or it "
-            "does not exist (ACLs: README; `rmq-adapter topics init` creates the system topics)"
+            "does not exist (ACLs: docs/production.md; `rmq-adapter topics init` creates the "
+            "system topics)"
         )
 
 

@@ -96,7 +96,7 @@ def read_to_end(
             elif error.code() in _NOT_AUTHORISED:
                 raise AdapterError(
                     f"the principal is not authorised to READ topic {naming.decode(topic)} "
-                    f"with group {_READ_BACK_GROUP} ({error.str()}; ACLs: README)",
+                    f"with group {_READ_BACK_GROUP} ({error.str()}; ACLs: docs/production.md)",
                     topic=topic,
                 )
             elif error.fatal() or not error.retriable():

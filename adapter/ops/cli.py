@@ -6,7 +6,7 @@ variable ``--help`` shows beside it, and every Kafka client a command creates ta
 ``RMQ_ADAPTER_KAFKA_*`` settings (security included). A command that cannot reach Kafka fails
 within ``--timeout`` seconds with one line naming the address and the cause, and exit code 1.
 
-Known gaps: no ``mqadmin`` commands beyond those listed in the README.
+Known gaps: no ``mqadmin`` commands beyond those listed in docs/cli.md.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Known gaps: Kafka never tells a consumer which principal wrote a record, so the 
 cannot tell one application's records from another's: any principal that may write SCHEDULE
 can have the workers deliver to any topic they may write, and can forge a send-back into any
 group's retry topic. Grant WRITE on SCHEDULE only to applications trusted with those topics
-(the README's ACL section).
+(docs/production.md, the ACL table).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ A handle is sealed (:meth:`RecallHandle.encode`): a keyed hash, keyed by the Kaf
 id, of its topic, message id and deliver time, so an altered handle (another topic, another
 message, another deliver time) or one issued on another cluster is refused with the reason
 before anything is written. The seal guards against mistakes, not against a principal who may
-write the recall topic: such a principal can append a RECALL of any id anyway (ACLs: README).
+write the recall topic: such a principal can append a RECALL of any id anyway (ACLs:
+docs/production.md).
 
 Known gaps: the recaller looks for markers from :data:`SCAN_FROM_MS` before the deliver time
 (markers are written at or after it by the forwarder's clock), so clocks must agree that well;

@@ -100,7 +100,8 @@ def _half_partitions(kafka: KafkaSettings, timeout_s: float) -> int:
         names = ", ".join(naming.decode(t) for t in hidden)
         raise AdapterError(
             f"cannot see topic {names}: the principal is not authorised to READ it, or it does "
-            "not exist (ACLs: README; `rmq-adapter topics init` creates the system topics)"
+            "not exist (ACLs: docs/production.md; `rmq-adapter topics init` creates the system "
+            "topics)"
         )
     count = existing_half_partitions(metadata)
     if count is None:

@@ -11,7 +11,8 @@ exception, ``None``, any other value) writes nothing and the coordinator asks ag
 A check request that cannot be read, or that names a HALF partition that does not exist, is
 skipped with an error log and counted (:attr:`CheckResponder.unreadable`), never retried in a
 loop: nothing is lost, since the coordinator asks again after the check interval. It is not
-parked, because the application's principal may not write the poison topic (README, ACLs).
+parked, because the application's principal may not write the poison topic (ACLs:
+docs/production.md).
 
 Known gaps: checks are answered by one thread per producer (the C++ client uses one too). A
 check answer is at least once; the coordinator drops duplicate decisions.

@@ -31,7 +31,7 @@ The book remembers how often each record went back unseen (past its lock, or bey
 could be handed out in time): Kafka counts those fetches, RocketMQ counts an attempt only when
 the application gets the message, so the shell takes them off Kafka's delivery count.
 
-Known gaps (the shell's README section has the whole list): the longest invisible duration is
+Known gaps (docs/v5.md has the whole list): the longest invisible duration is
 the lock duration minus ``HEADROOM_S``; the unseen releases are remembered by this process
 only (another consumer of the group that fetches the record counts them as attempts).
 """

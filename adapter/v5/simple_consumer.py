@@ -18,7 +18,7 @@ one delivered past the group's max attempts goes to ``%DLQ%<group>`` (the 2.0 co
 dead-letter topic and send-back) instead. Tag and SQL92 filters run here
 (:mod:`.filter_expression`); ``filtered`` counts the messages they skipped.
 
-Known gaps (README, "Moving a 5.x application"): an invisible duration is at most the group's
+Known gaps (docs/v5.md): an invisible duration is at most the group's
 lock duration less 3 s, and ``change_invisible_duration`` cannot go past the lock Kafka took
 when it handed the message over (both refused with ``BadRequestException``); a message held
 by a process that dies comes back as soon as Kafka sees its connection close (or its lock or
