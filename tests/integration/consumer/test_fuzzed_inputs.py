@@ -53,7 +53,7 @@ from tests.support import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long, pytest.mark.timeout(300)]
 
 SHORT = "1s 1s 1s 2s"
 MAX_RECONSUME = 2

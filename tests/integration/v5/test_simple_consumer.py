@@ -328,6 +328,7 @@ def test_a_message_with_binary_headers_past_its_max_attempts_reaches_the_dlq_wit
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.long  # about a minute: a receive a second
 def test_one_message_a_second_from_a_backlog_of_2000_none_is_dead_lettered_unseen(
     make_simple_consumer: MakeSimpleConsumer, new_topic, new_group, system_topics: str
 ) -> None:
