@@ -35,7 +35,9 @@ from adapter.ops.message_cli import message_group
 from adapter.ops.options import bootstrap as _bootstrap
 from adapter.ops.options import clear_errors as _clear_errors
 from adapter.ops.options import delay_levels as _delay_levels
+from adapter.ops.options import metrics_host as _metrics_host
 from adapter.ops.options import option, plural
+from adapter.ops.options import stop_timeout as _stop_timeout
 from adapter.ops.options import timeout as _timeout
 from adapter.ops.proxy_cli import proxy_command
 from adapter.ops.topics_cli import topics_group
@@ -167,11 +169,7 @@ WORKERS: dict[str, list[Callable[[dict[str, Any], Any], AnyWorker]]] = {
     default=DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS,
     help="Kafka's transaction.timeout.ms for the worker's own transactions.",
 )
-@option(
-    "--metrics-host",
-    default="127.0.0.1",
-    help="Address of the metrics and probes endpoint (0.0.0.0 in a container).",
-)
+@_metrics_host
 @option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
@@ -183,12 +181,7 @@ WORKERS: dict[str, list[Callable[[dict[str, Any], Any], AnyWorker]]] = {
     is_flag=True,
     help="Run until idle (everything read, nothing due), then exit 0.",
 )
-@option(
-    "--stop-timeout",
-    type=click.FloatRange(min=1),
-    default=30.0,
-    help="Seconds a stop may take before the process exits regardless.",
-)
+@_stop_timeout
 @_delay_levels
 @option(
     "--missing-topic-grace",

@@ -18,7 +18,14 @@ import click
 
 from adapter.config import KafkaSettings
 from adapter.kafka.worker import AnyWorker
-from adapter.ops.options import bootstrap, clear_errors, option, timeout
+from adapter.ops.options import (
+    bootstrap,
+    clear_errors,
+    metrics_host,
+    option,
+    stop_timeout,
+    timeout,
+)
 
 DASHBOARD = "grafana-dashboard.json"
 ALERTS = "prometheus-alerts.yml"
@@ -38,11 +45,7 @@ def asset(name: str) -> str:
     help="Seconds between two readings of the groups.",
     envvar="RMQ_ADAPTER_EXPORTER_INTERVAL",
 )
-@option(
-    "--metrics-host",
-    default="127.0.0.1",
-    help="Address of the metrics and probes endpoint (0.0.0.0 in a container).",
-)
+@metrics_host
 @option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
@@ -50,12 +53,7 @@ def asset(name: str) -> str:
     help="Port of /metrics, /healthz and /readyz (rocketmq-exporter's by default).",
 )
 @option("--system-groups", is_flag=True, default=False, help="Export the adapter's groups too.")
-@option(
-    "--stop-timeout",
-    type=click.FloatRange(min=1),
-    default=30.0,
-    help="Seconds a stop may take before the process exits regardless.",
-)
+@stop_timeout
 @timeout
 @clear_errors
 def exporter_command(**options: Any) -> None:

@@ -61,6 +61,17 @@ timeout = option(
     default=10.0,
     help="Seconds to wait for Kafka before failing.",
 )
+metrics_host = option(
+    "--metrics-host",
+    default="127.0.0.1",
+    help="Address of the metrics and probes endpoint (0.0.0.0 in a container).",
+)
+stop_timeout = option(
+    "--stop-timeout",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    help="Seconds a stop may take before the process exits regardless.",
+)
 delay_levels = option(
     "--delay-levels",
     default=DEFAULT_LEVELS,
