@@ -16,7 +16,7 @@ Kafka reading patterns recur, and each lives here:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -175,9 +175,15 @@ def caught_up(consumer: Consumer, partitions: list[TopicPartition], timeout_s: f
 
 def header_text(record: KafkaRecord, name: str) -> str | None:
     """The first ``name`` header of ``record`` as text (bytes that are not UTF-8 escaped)."""
-    for item in record.headers() or []:
+    return first_header(record.headers() or [], name)
+
+
+def first_header(headers: Iterable[Sequence[Any]], name: str) -> str | None:
+    """The first ``name`` of ``headers`` (``(name, value)`` pairs) as text, as
+    :func:`header_text` reads a record's."""
+    for item in headers:
         key, value = item[0], item[1]
         if key == name and value is not None:
             raw = value.encode() if isinstance(value, str) else value
-            return raw.decode("utf-8", errors="backslashreplace")
+            return str(raw.decode("utf-8", errors="backslashreplace"))
     return None

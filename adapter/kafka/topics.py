@@ -293,8 +293,14 @@ def existing_half_partitions(metadata: Any) -> int | None:
     return len(info.partitions) if info is not None and info.partitions else None
 
 
-def ensure_single_queue_topic(admin: AdminClient, kafka_topic: str, timeout_s: float) -> None:
-    """Create a one-partition topic unless it exists (the broker's replication default).
+def ensure_single_queue_topic(
+    admin: AdminClient,
+    kafka_topic: str,
+    timeout_s: float,
+    config: Mapping[str, str] | None = None,
+) -> None:
+    """Create a one-partition topic unless it exists (the broker's replication default), with
+    ``config`` (say :data:`COMPACTED`) if it is new.
 
     Raises :class:`KafkaUnavailableError` when Kafka does not answer within ``timeout_s``:
     that it cannot be reached, when it cannot (not that the topic could not be made)."""
@@ -304,7 +310,8 @@ def ensure_single_queue_topic(admin: AdminClient, kafka_topic: str, timeout_s: f
         raise KafkaUnavailableError(
             f"cannot reach Kafka within {timeout_s:g} s ({exc.args[0].str()})"
         ) from exc
-    future = admin.create_topics([NewTopic(kafka_topic, 1)], request_timeout=timeout_s)[kafka_topic]
+    new = NewTopic(kafka_topic, 1, config=dict(config or {}))
+    future = admin.create_topics([new], request_timeout=timeout_s)[kafka_topic]
     try:
         future.result(timeout=timeout_s)
     except concurrent.futures.TimeoutError:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from adapter import properties as prop
 from adapter.consumer.send_back import DLQ_REASON
+from adapter.kafka.reading import first_header
 
 RESENT_FROM = "rmq.dlq_resent_from"
 """The header of a resent copy naming its dead letter: ``%DLQ%<group>@<offset>``."""
@@ -40,10 +41,7 @@ class DeadLetter:
     headers: tuple[tuple[str, bytes | None], ...]
 
     def header(self, name: str) -> str | None:
-        for header, value in self.headers:
-            if header == name and value is not None:
-                return value.decode("utf-8", errors="backslashreplace")
-        return None
+        return first_header(self.headers, name)
 
     @property
     def msg_id(self) -> str:

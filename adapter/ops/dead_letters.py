@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import KafkaException, TopicPartition
 
 from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
@@ -115,7 +114,7 @@ class DeadLetters:
         retry = naming.kafka_topic(naming.retry_topic(self._group))
         admin = clients.admin(self._conf)
         topics.ensure_single_queue_topic(admin, retry, self._timeout_s)
-        self._ensure_marker_topic(admin)
+        topics.ensure_single_queue_topic(admin, _RESENT, self._timeout_s, topics.COMPACTED)
         producer = clients.producer(
             {
                 **self._conf,
@@ -159,15 +158,6 @@ class DeadLetters:
             ) from exc
         finally:
             producer.flush(1.0)
-
-    def _ensure_marker_topic(self, admin: Any) -> None:
-        spec = NewTopic(_RESENT, 1, config=dict(topics.COMPACTED))
-        future = admin.create_topics([spec], request_timeout=self._timeout_s)[_RESENT]
-        try:
-            future.result(timeout=self._timeout_s)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
 
     def _resent_before(self) -> set[bytes]:
         prefix = f"{self._group}|".encode()
