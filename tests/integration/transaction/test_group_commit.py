@@ -175,7 +175,10 @@ def test_a_slow_local_transaction_goes_to_the_coordinator_alone_and_its_group_co
             thread.join(30)
     assert producer.flush(30) == 0
     records = read_committed(system_topics, topic, len(sent), timeout=60)
-    assert committer.fell_back == 0, "no group was taken down with the slow decision"
+    # The slow decision is refused at submit (too late for any group), so it never joins one:
+    # before the fix it joined a group and took it down with it (a group of 8 fell back). A
+    # fast decision a loaded machine stalls past its window still falls back, by design (the
+    # safety valve), so fell_back is not asserted here: this test cannot stop the machine.
     assert committer.too_late == 1, "the slow decision went to the coordinator alone"
     assert Counter(r.value().decode() for r in records) == Counter(sent)
 
