@@ -22,6 +22,7 @@ from adapter.config import (
 )
 from adapter.delay import DelayLevels
 from adapter.exceptions import ConfigError
+from adapter.schedule.signing import ScheduleSigner
 
 DEFAULT_CONSUME_THREADS = 20
 DEFAULT_SUSPEND_MS = 1000
@@ -54,6 +55,9 @@ class ConsumerConfig:
     max_reconsume_times: int = DEFAULT_MAX_RECONSUME_TIMES
     send_back_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
     delay_levels: DelayLevels = field(default_factory=DelayLevels.parse)
+    schedule_signer: ScheduleSigner | None = field(default_factory=ScheduleSigner.from_env)
+    """Signs every SCHEDULE record (``RMQ_ADAPTER_SCHEDULE_SIGNER`` and ``_KEY``), for a
+    forwarder that takes signed records only (:mod:`adapter.schedule.signing`)."""
 
     def __post_init__(self) -> None:
         if self.thread_count <= 0:

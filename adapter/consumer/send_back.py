@@ -38,6 +38,7 @@ from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.message import Delivery, ReceivedMessage
 from adapter.property_bytes import restored
 from adapter.schedule.envelope import delivered, sent_back
+from adapter.schedule.signing import signed
 from adapter.wire import codec
 
 log = logging.getLogger(__name__)
@@ -136,11 +137,13 @@ class SendBack:
             level=level,
             max_reconsume_times=self._config.max_reconsume_times,
         )
+        value = codec.encode(record)
         headers = [(prop.UNIQ_KEY, message.id.encode()), (prop.DELAY, str(level).encode())]
+        headers += signed(value, self._config.schedule_signer)
         writing.produce_and_ack(
             producer,
             _SCHEDULE,
-            codec.encode(record),
+            value,
             timeout_s=self._timeout_s(),
             what=f"the retry of {message.id}",
             partition=level - 1,

@@ -43,6 +43,7 @@ from adapter.ops.proxy_cli import proxy_command
 from adapter.ops.topics_cli import topics_group
 from adapter.ops.transactions_cli import transactions_group
 from adapter.schedule.config import DEFAULT_MISSING_TOPIC_GRACE_MS, ForwarderConfig
+from adapter.schedule.grants import ScheduleGrants
 from adapter.transaction.config import CheckPolicy, CoordinatorConfig
 
 __all__ = ["main", "plural"]
@@ -105,12 +106,14 @@ def status_command(bootstrap: str, delay_levels: str, timeout: float) -> None:
 def _forwarder(options: dict[str, Any], registry: Any) -> AnyWorker:
     from adapter.schedule.forwarder import ScheduleForwarder
 
+    grants = options["schedule_grants"]
     config = ForwarderConfig(
         KafkaSettings.from_env(options["bootstrap"]),
         levels=DelayLevels.parse(options["delay_levels"]),
         worker_id=options["worker_id"] or default_worker_id(),
         kafka_transaction_timeout_ms=options["kafka_transaction_timeout_ms"],
         missing_topic_grace_ms=int(options["missing_topic_grace"] * 1000),
+        grants=None if grants is None else ScheduleGrants.load(grants),
     )
     return ScheduleForwarder(config, registry)
 
@@ -188,6 +191,13 @@ WORKERS: dict[str, list[Callable[[dict[str, Any], Any], AnyWorker]]] = {
     type=click.FloatRange(min=0),
     default=DEFAULT_MISSING_TOPIC_GRACE_MS / 1000,
     help="Seconds a delayed message whose topic does not exist is retried before it is parked.",
+)
+@option(
+    "--schedule-grants",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSON file of the applications that sign SCHEDULE records, with their keys and "
+    "topics: only their signed records are forwarded, each to its signer's topics.",
 )
 @option(
     "--transaction-timeout-ms",

@@ -21,6 +21,7 @@ from adapter.config import (
 )
 from adapter.delay import DelayLevels
 from adapter.exceptions import ConfigError
+from adapter.schedule.signing import ScheduleSigner
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,9 @@ class ProducerConfig:
     500 transactions/s here, 5 ms (four lanes) gave commit-to-visible p99 73-76 ms where 2 ms
     gave 97-135 ms at the same p50 (36-37 ms): fewer Kafka transactions a second, fewer
     "concurrent transactions" retries (BENCHMARKS.md, 2026-11-24)."""
+    schedule_signer: ScheduleSigner | None = field(default_factory=ScheduleSigner.from_env)
+    """Signs every SCHEDULE record (``RMQ_ADAPTER_SCHEDULE_SIGNER`` and ``_KEY``), for a
+    forwarder that takes signed records only (:mod:`adapter.schedule.signing`)."""
 
     def __post_init__(self) -> None:
         if self.group_commit_ms < 0:

@@ -48,6 +48,7 @@ from adapter.message import Message
 from adapter.producer import routing
 from adapter.producer.config import ProducerConfig
 from adapter.schedule.envelope import scheduled
+from adapter.schedule.signing import signed
 from adapter.wire import codec
 
 log = logging.getLogger(__name__)
@@ -191,8 +192,10 @@ class Sender:
                 queue_id=-1 if partition is None else partition,
                 key=key_bytes,
             )
+            value = codec.encode(parked)
             headers = [(prop.UNIQ_KEY, msg_id.encode()), (prop.DELAY, str(level).encode())]
-            return Outgoing(SCHEDULE, codec.encode(parked), headers, level - 1, None)
+            headers += signed(value, self.config.schedule_signer)
+            return Outgoing(SCHEDULE, value, headers, level - 1, None)
         except (AdapterError, KafkaException) as exc:
             raise error(self.with_address(exc)) from exc
 

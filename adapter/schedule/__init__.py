@@ -4,7 +4,8 @@ Pure: ``due`` (due-time maths, clocks on two hosts), ``timer`` (a timer's next h
 ``head_of_line`` (the per-level queue of waiting records), ``intake`` (reading one SCHEDULE
 record), ``held`` (what is held and what is produced for it), ``plan`` (one batch: what to
 deliver, hop, set aside or park), ``aside`` (a record whose topic is missing),
-``destinations`` (where the forwarder refuses to deliver), ``refusals`` (retry or park),
+``destinations`` (where the forwarder refuses to deliver), ``signing`` and ``grants`` (which
+application wrote a record, and which topics it may reach), ``refusals`` (retry or park),
 ``recall`` (recall handles, and who wins a recall racing a delivery) and ``envelope`` (messages
 to ``ScheduledMessage`` records and back).
 

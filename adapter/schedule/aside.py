@@ -68,5 +68,6 @@ def set_aside(
     ]
     if item.deliver_ms is not None:
         headers.append((timer.DELIVER_HEADER, str(item.deliver_ms).encode()))
+    headers.extend(item.signed)
     why = f"missing topic: {topic!r}"
     return Send(entry, "aside", SCHEDULE, item.value, headers, partition=partition, reason=why)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from adapter.delay import DelayLevels
 from adapter.exceptions import ConfigError
 from adapter.kafka.worker_config import WorkerConfig
+from adapter.schedule.grants import ScheduleGrants
 
 DEFAULT_MISSING_TOPIC_GRACE_MS = 60_000
 
@@ -31,6 +32,9 @@ class ForwarderConfig(WorkerConfig):
     missing_topic_grace_ms: int = DEFAULT_MISSING_TOPIC_GRACE_MS
     """How long a due record whose real topic does not exist is retried (its level waits)
     before it is parked in ``RMQ_SYS_POISON_TOPIC`` with reason ``missing topic``."""
+    grants: ScheduleGrants | None = None
+    """Set: only records signed by a granted application are taken, and each reaches only the
+    topics granted to its signer (:mod:`adapter.schedule.grants`)."""
 
     def __post_init__(self) -> None:
         super(ForwarderConfig, self).__post_init__()

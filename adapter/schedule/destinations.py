@@ -14,11 +14,10 @@ destination``, a record addressed to:
 - a ``%RETRY%`` topic, unless the record is a consumer's send-back (``reconsume_times`` of 1
   or more, and the original topic in ``RETRY_TOPIC``).
 
-Known gaps: Kafka never tells a consumer which principal wrote a record, so the forwarder
-cannot tell one application's records from another's: any principal that may write SCHEDULE
-can have the workers deliver to any topic they may write, and can forge a send-back into any
-group's retry topic. Grant WRITE on SCHEDULE only to applications trusted with those topics
-(docs/production.md, the ACL table).
+Known gaps: Kafka never tells a consumer which principal wrote a record, so without the
+schedule grants (:mod:`adapter.schedule.grants`, signed records) any principal that may write
+SCHEDULE can have the workers deliver to any topic they may write, and can forge a send-back
+into any group's retry topic (docs/production.md).
 """
 
 from __future__ import annotations

@@ -123,6 +123,11 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
             self.config.levels.max_level,
             len(self._hops.fine_ms),
         )
+        if self.config.grants is not None:
+            log.info(
+                "signed records only, each to its signer's topics: %s",
+                ", ".join(sorted(self.config.grants.applications)),
+            )
 
     def close(self) -> None:
         recalls, self._recalls = self._recalls, None
@@ -179,7 +184,13 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
         value = record.value() or b""
         try:
             read = intake.read_record(
-                partition, record.headers(), value, record.timestamp(), now, self._hops
+                partition,
+                record.headers(),
+                value,
+                record.timestamp(),
+                now,
+                self._hops,
+                self.config.grants,
             )
         except Exception as exc:  # noqa: BLE001 - no record may stop the forwarder: it is parked
             read = intake.unreadable(value, now, exc)
@@ -220,6 +231,7 @@ class ScheduleForwarder(ExactlyOnceWorker[ForwarderConfig]):
                 partitions=lambda topic: self.topics.count(topic, create=True),
                 lookup=self._lookup,
                 missing_grace_ms=self.config.missing_topic_grace_ms,
+                grants=self.config.grants,
             )
         except BaseException:
             self._heads.put_back(entries)  # nothing planned (a metadata request failed, ...)

@@ -15,6 +15,7 @@ from adapter import properties as prop
 from adapter.exceptions import AdapterError
 from adapter.kafka import writing
 from adapter.schedule.head_of_line import Entry
+from adapter.schedule.signing import SignedHeaders
 from adapter.wire import codec
 from adapter.wire.records import ScheduledMessage
 
@@ -28,6 +29,10 @@ class Parked:
     deliver_ms: int | None = None
     missing_since_ms: int | None = None
     """Set aside for its missing topic since then (:mod:`adapter.schedule.aside`)."""
+    signer: str | None = None
+    """The application that signed it, verified by the grants (:mod:`.grants`); else None."""
+    signed: SignedHeaders = ()
+    """Its signing headers, carried to its hops and copies (:mod:`.signing`)."""
 
 
 SendKind = Literal["deliver", "park", "hop", "aside", "delivered", "dropped"]

@@ -13,7 +13,9 @@ SCHEDULE can write any headers there, so nothing in them is trusted:
   time more than :data:`FAR_AHEAD_MS` away (it would hop every 2 h for ever) make the record
   parked with the reason, like any other record that can never be delivered;
 - a record the forwarder set aside for its missing topic (:mod:`adapter.schedule.aside`) is
-  due at the end of its hop, and carries since when it waits; unreadable, these are ignored.
+  due at the end of its hop, and carries since when it waits; unreadable, these are ignored;
+- with the schedule grants (:mod:`adapter.schedule.grants`), a record not signed by a granted
+  application is parked at once, with reason ``refused destination``.
 
 Known gaps: none.
 """
@@ -31,7 +33,9 @@ from adapter.hops import HopTable
 from adapter.schedule import timer
 from adapter.schedule.aside import SINCE_HEADER
 from adapter.schedule.due import level_due_ms
+from adapter.schedule.grants import ScheduleGrants, Unsigned
 from adapter.schedule.held import Parked
+from adapter.schedule.signing import SIGNATURE_HEADER, SIGNER_HEADER, SignedHeaders
 
 HeaderValue = str | bytes | None
 Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None
@@ -66,14 +70,26 @@ def read_record(
     timestamp: tuple[int, int],
     now_ms: int,
     hops: HopTable,
+    grants: ScheduleGrants | None = None,
 ) -> Read:
     """The record at ``partition`` with ``headers``, ``value`` and ``timestamp`` (confluent's
-    ``(type, ms)``), read at ``now_ms`` on the forwarder's clock."""
+    ``(type, ms)``), read at ``now_ms`` on the forwarder's clock; with ``grants``, only a
+    record signed by a granted application is taken."""
     kind, stamp = timestamp
     store_ms = stamp if kind == TIMESTAMP_LOG_APPEND_TIME else now_ms
     ahead = max(0, store_ms - now_ms)
     found = _by_name(headers)
     since = _optional_number(found, SINCE_HEADER)
+    signer_raw, sig = _optional_raw(found, SIGNER_HEADER), _optional_raw(found, SIGNATURE_HEADER)
+    signed: SignedHeaders = ()
+    if signer_raw is not None and sig is not None:
+        signed = ((SIGNER_HEADER, signer_raw), (SIGNATURE_HEADER, sig))
+    signer = None
+    if grants is not None:
+        try:
+            signer = grants.signer_of(signer_raw, sig, value)
+        except Unsigned as exc:
+            return Read(now_ms, Parked(value), f"refused destination: {exc}", ahead)
     try:
         fields = _timer_fields(found)
     except _Unreadable as exc:
@@ -84,14 +100,14 @@ def read_record(
             due = level_due_ms(store_ms, hops.delay_ms(partition), now_ms)
         else:
             due = timer.hop_due_ms(hop_due, now_ms, partition, hops)
-        return Read(due, Parked(value, missing_since_ms=since), None, ahead)
+        return Read(due, Parked(value, None, None, since, signer, signed), None, ahead)
     deliver_ms, hop_due, message_id = fields
     if deliver_ms - now_ms > FAR_AHEAD_MS:
         days = (deliver_ms - now_ms) / 86_400_000
         why = f"corrupt: timer deliver time {deliver_ms} is {days:.0f} days ahead"
         return Read(now_ms, Parked(value), f"{why}; at most {FAR_AHEAD_MS // 86_400_000}", ahead)
     due = timer.hop_due_ms(hop_due, now_ms, partition, hops)
-    return Read(due, Parked(value, message_id, deliver_ms, since), None, ahead)
+    return Read(due, Parked(value, message_id, deliver_ms, since, signer, signed), None, ahead)
 
 
 def unreadable(value: bytes, now_ms: int, exc: BaseException) -> Read:
@@ -115,6 +131,14 @@ def _optional_number(found: dict[str, object], name: str) -> int | None:
     """A header the adapter's own copies carry: its number, or None when absent or not one."""
     try:
         return _number(found, name) if name in found else None
+    except _Unreadable:
+        return None
+
+
+def _optional_raw(found: dict[str, object], name: str) -> bytes | None:
+    """A header's bytes; None when absent, null, given twice or not bytes."""
+    try:
+        return _raw(found, name) if name in found else None
     except _Unreadable:
         return None
 

@@ -27,6 +27,7 @@ from adapter.schedule import recall, timer
 from adapter.schedule.aside import set_aside
 from adapter.schedule.destinations import refused_destination
 from adapter.schedule.envelope import delivered
+from adapter.schedule.grants import ScheduleGrants
 from adapter.schedule.held import Held as Held
 from adapter.schedule.held import Parked as Parked
 from adapter.schedule.held import Send as Send
@@ -110,13 +111,15 @@ def plan_batch(
     partitions: Callable[[str], int],
     lookup: codec.SchemaSource | None = None,
     missing_grace_ms: int = 60_000,
+    grants: ScheduleGrants | None = None,
 ) -> Batch:
     """What to do with due records: deliver each to its real topic (a timer only once its
     deliver time has come, else it hops on or waits; a ``recalled`` one is dropped); park the
     ones that can never be delivered (not decodable, addressed to a system topic, or ``doomed``
     by an earlier refusal no retry cures), with the reason; and set aside a record whose real
     topic does not exist (``partitions`` returns 0), then park it once it has waited
-    ``missing_grace_ms`` (:mod:`adapter.schedule.aside`): its level goes on."""
+    ``missing_grace_ms`` (:mod:`adapter.schedule.aside`): its level goes on. With ``grants``,
+    a record reaches only a topic its signer is granted."""
     batch = Batch()
     for entry in entries:
         if entry.partition in batch.waiting:
@@ -136,6 +139,7 @@ def plan_batch(
                 continue
             if isinstance(step, timer.Hop):
                 headers = hop_headers(item.message_id, item.deliver_ms, step.due_ms)
+                headers.extend(item.signed)
                 hop = Send(entry, "hop", SCHEDULE, item.value, headers, partition=step.partition)
                 batch.sends.append(hop)
                 batch.positions[entry.partition] = entry.offset + 1
@@ -148,6 +152,8 @@ def plan_batch(
                     ScheduledMessage, item.value, canonical=False, lookup=lookup
                 )
                 refused = refused_destination(record)
+                if refused is None and grants is not None:
+                    refused = grants.refusal(item.signer, record.topic)
                 if refused is not None:
                     raise RefusedDestination(refused, topic=record.topic)
                 delivery = delivered(record)

@@ -28,6 +28,7 @@ from adapter.schedule import recall_log
 from adapter.schedule.envelope import scheduled
 from adapter.schedule.plan import hop_headers
 from adapter.schedule.recall import RecallHandle
+from adapter.schedule.signing import signed
 from adapter.schedule.timer import check_deliver_time, first_hop
 from adapter.wire import codec
 
@@ -48,8 +49,10 @@ def timer_record(
     check_schedule_partitions(sender.topics, levels)
     parked = scheduled(message, level=0, unique_key=message_id, born_ms=now)
     parked.properties[prop.TIMER_DELIVER_MS] = str(deliver_at_ms)
+    value = codec.encode(parked)
     headers = hop_headers(message_id, deliver_at_ms, hop.due_ms)
-    return Outgoing(SCHEDULE, codec.encode(parked), headers, hop.partition, None)
+    headers += signed(value, sender.config.schedule_signer)
+    return Outgoing(SCHEDULE, value, headers, hop.partition, None)
 
 
 def recall_handle(sender: Sender, topic: str, message_id: str, deliver_at_ms: int) -> str:

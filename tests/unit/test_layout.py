@@ -4,8 +4,8 @@ Layers, lowest first: the core modules (``adapter/*.py``), ``wire`` (records and
 ``kafka`` (shared plumbing), then the parts (``schedule``, ``producer``, ``consumer``,
 ``transaction``), then ``v5`` (the 5.x surface, over the producer, consumer and transaction
 parts), then ``proxy`` (RocketMQ 5.x's protocol, over all of them), then ``ops``. A module
-imports only from its own part and lower layers; the pure envelopes of ``schedule`` are the
-one shared piece the producers and consumers use.
+imports only from its own part and lower layers; the pure envelopes and signing of
+``schedule`` are the shared pieces the producers and consumers use.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "wire": {"core", "wire"},
     "kafka": {"core", "wire", "kafka"},
     "schedule": {"core", "wire", "kafka", "schedule"},
-    "producer": {"core", "wire", "kafka", "producer", "schedule.envelope"},
-    "consumer": {"core", "wire", "kafka", "consumer", "schedule.envelope"},
+    "producer": {"core", "wire", "kafka", "producer", "schedule.envelope", "schedule.signing"},
+    "consumer": {"core", "wire", "kafka", "consumer", "schedule.envelope", "schedule.signing"},
     "transaction": {"core", "wire", "kafka", "transaction", "producer"},
     "ops": {
         "core",

@@ -13,6 +13,7 @@ import secrets
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -28,8 +29,11 @@ from adapter.client import ConsumeStatus, Message, TransactionStatus
 from adapter.config import ENV_DELAY_LEVELS, KafkaSettings
 from adapter.exceptions import AdapterError, DeliveryError, ProducerSendSyncFailed
 from adapter.kafka import clients, reading, writing
+from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.ops import acls
 from adapter.ops.cli import main as cli
+from adapter.properties import RETRY_TOPIC
+from adapter.schedule import signing
 from adapter.schedule.envelope import scheduled
 from adapter.wire import codec
 from tests.cluster import SCRAM, KafkaCluster
@@ -359,3 +363,95 @@ def test_an_application_cannot_reach_another_s_check_retry_or_dead_letter_topic_
     assert len(reasons) == len(forbidden), reasons
     assert all(why.startswith("refused destination: ") for why in reasons), reasons
     no_password_in("".join(worker.lines))
+
+
+def test_with_grants_an_application_reaches_only_its_own_topics_through_schedule(
+    as_application: KafkaCluster, make_producer, monkeypatch, tmp_path
+) -> None:
+    cluster = as_application
+    keys = {"app": secrets.token_urlsafe(32), "other": secrets.token_urlsafe(32)}
+    grants = tmp_path / "grants.json"
+    grants.write_text(
+        json.dumps(
+            {
+                "applications": {
+                    "app": {
+                        "key": keys["app"],
+                        "topics": [Names.topic],
+                        "consumer_groups": [Names.consumer_group],
+                    },
+                    "other": {"key": keys["other"], "topics": [Others.topic]},
+                }
+            }
+        )
+    )
+    retry_theirs = naming.retry_topic(Others.consumer_group)
+    ensure_single_queue_topic(cluster.admin(), naming.kafka_topic(retry_theirs), 30)
+    worker = start_worker(
+        "process",
+        *("adapter", "worker", "schedule", "--bootstrap", cluster.secure_bootstrap),
+        *("--worker-id", unique("grants"), "--schedule-grants", str(grants)),
+        env={**principal_env(cluster, "worker"), ENV_DELAY_LEVELS: LEVELS},
+    )
+    monkeypatch.setenv(signing.ENV_SIGNER, "app")
+    monkeypatch.setenv(signing.ENV_KEY, keys["app"])
+    mark = unique("granted")
+    mine = Message(Names.topic)
+    mine.set_body(f"{mark} mine")
+    mine.set_delay_time_level(1)
+    make_producer(bootstrap=cluster.secure_bootstrap).send_sync(mine)  # signed by the producer
+
+    def record_to(topic: str, what: str, reconsume_times: int = 0) -> bytes:
+        message = Message(topic)
+        message.set_body(f"{mark} {what}")
+        record = scheduled(message, level=1, unique_key=unique("ID"), born_ms=0)
+        if reconsume_times:  # a send-back's shape: counted, with its original topic
+            record.properties[RETRY_TOPIC] = Others.topic
+            record = replace(record, reconsume_times=reconsume_times)
+        return codec.encode(record)
+
+    app = signing.ScheduleSigner("app", keys["app"].encode())
+    claimed = signing.ScheduleSigner("other", keys["app"].encode())  # "other" without its key
+    forged = {
+        "theirs signed as app": (record_to(Others.topic, "theirs signed as app"), app),
+        "theirs claimed as other": (record_to(Others.topic, "theirs claimed as other"), claimed),
+        "theirs unsigned": (record_to(Others.topic, "theirs unsigned"), None),
+        "their retry": (record_to(retry_theirs, "their retry", reconsume_times=1), app),
+    }
+    producer = clients.producer(KafkaSettings.from_env(cluster.secure_bootstrap).librdkafka({}))
+    for value, signer in forged.values():
+        headers = list(signer.headers(value)) if signer is not None else []
+        writing.produce_and_ack(
+            producer, SCHEDULE, value, timeout_s=30, partition=0, headers=headers
+        )
+    try:
+        wait_until(
+            lambda: f"{mark} mine".encode() in bodies_on(cluster, Names.topic),
+            timeout=90,
+            what="its own delayed message",
+        )
+        parked: dict[str, str] = {}
+
+        def all_parked() -> bool:
+            for r in read_committed(cluster.bootstrap, naming.POISON_TOPIC, 10**9, timeout=5):
+                body = codec.decode(r.value()).body.decode() if r.value() else ""
+                if body.startswith(mark):
+                    parked[body.removeprefix(f"{mark} ")] = dict(r.headers())["reason"].decode()
+            return len(parked) == len(forged)
+
+        wait_until(all_parked, timeout=60, what="the forged records parked")
+    finally:
+        assert worker.terminate(timeout=60) == 0
+    assert bodies_on(cluster, Others.topic) == [], "nothing reached the other's topic"
+    assert bodies_on(cluster, retry_theirs) == [], "nor its retry topic"
+    app_name = repr("app")
+    assert parked == {
+        "theirs signed as app": f"refused destination: {app_name} is not granted {Others.topic!r}",
+        "theirs claimed as other": "refused destination: the signature of 'other' does not "
+        "match the record",
+        "theirs unsigned": "refused destination: unsigned: this forwarder takes records signed "
+        "by a granted application",
+        "their retry": f"refused destination: {app_name} is not granted {retry_theirs!r}",
+    }
+    no_password_in("".join(worker.lines))
+    assert keys["app"] not in "".join(worker.lines), "no key in a log line"

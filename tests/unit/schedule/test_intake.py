@@ -13,8 +13,10 @@ from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.schedule import timer
 from adapter.schedule.aside import SINCE_HEADER
+from adapter.schedule.grants import ScheduleGrants
 from adapter.schedule.intake import FAR_AHEAD_MS, read_record
 from adapter.schedule.plan import hop_headers
+from adapter.schedule.signing import ScheduleSigner
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -136,3 +138,18 @@ def test_a_record_set_aside_for_its_missing_topic_is_due_at_its_hops_end_and_kno
     garbage = [(timer.HOP_DUE_HEADER, b"soon"), (SINCE_HEADER, None)]
     read = read_record(LEVEL_2, garbage, b"v", stamped(NOW), NOW, HOPS)
     assert (read.due_ms, read.item.missing_since_ms) == (NOW + 5_000, None), "as a level record"
+
+
+def test_with_grants_a_record_not_signed_by_a_granted_application_is_parked_at_once() -> None:
+    grants = ScheduleGrants.parse(
+        '{"applications": {"orders": {"key": "' + "k" * 32 + '", "topics": ["Orders"]}}}', "g"
+    )
+    unsigned = read_record(LEVEL_2, [], b"v", stamped(NOW), NOW, HOPS, grants)
+    assert unsigned.due_ms == NOW
+    assert (unsigned.reason or "").startswith("refused destination: unsigned")
+    signer = ScheduleSigner("orders", b"k" * 32)
+    signed = read_record(LEVEL_2, list(signer.headers(b"v")), b"v", stamped(NOW), NOW, HOPS, grants)
+    assert (signed.reason, signed.item.signer, signed.due_ms) == (None, "orders", NOW + 5_000)
+    assert signed.item.signed == signer.headers(b"v"), "carried to the record's hops"
+    without = read_record(LEVEL_2, list(signer.headers(b"v")), b"v", stamped(NOW), NOW, HOPS)
+    assert (without.item.signer, without.item.signed) == (None, signer.headers(b"v"))

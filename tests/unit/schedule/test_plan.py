@@ -13,8 +13,10 @@ from adapter.hops import HopTable
 from adapter.message import Message, ReceivedMessage
 from adapter.schedule import recall, timer
 from adapter.schedule.envelope import scheduled, sent_back
+from adapter.schedule.grants import ApplicationGrant, ScheduleGrants
 from adapter.schedule.head_of_line import Entry
 from adapter.schedule.plan import POISON, RECALLS, SCHEDULE, Batch, Parked, plan_batch
+from adapter.schedule.signing import ScheduleSigner
 from adapter.wire import codec
 
 HOPS = HopTable.of(DelayLevels.parse())
@@ -228,3 +230,65 @@ def test_a_consumers_send_back_still_reaches_its_groups_retry_topic() -> None:
     batch = plan([entry(2, 0, codec.encode(record))], partitions=counts(**{kafka_topic: 1}))
     [send] = batch.sends
     assert (send.kind, send.topic) == ("deliver", kafka_topic)
+
+
+# -- signed records -------------------------------------------------------------------------
+
+
+KEY = b"k" * 32
+GRANTS = ScheduleGrants(
+    {
+        "orders": ApplicationGrant("orders", KEY, frozenset({"Orders"}), frozenset({"GID_o"})),
+    }
+)
+
+
+def signed_entry(partition: int, offset: int, value: bytes, deliver_ms: int | None = None):  # type: ignore[no-untyped-def]
+    signed = ScheduleSigner("orders", KEY).headers(value)
+    message_id = None if deliver_ms is None else f"T{offset}"
+    return Entry(
+        partition, offset, 0, Parked(value, message_id, deliver_ms, None, "orders", signed)
+    )
+
+
+def plan_signed(entries, partitions):  # type: ignore[no-untyped-def]
+    return plan_batch(
+        entries,
+        now_ms=NOW,
+        hops=HOPS,
+        recalled=set().__contains__,
+        doomed={},
+        partitions=partitions,
+        grants=GRANTS,
+    )
+
+
+def test_with_grants_a_signed_record_reaches_its_signers_topics_and_no_other() -> None:
+    mine, theirs = parked_record("Orders"), parked_record("Payments")
+    received = ReceivedMessage(
+        topic="Orders", kafka_topic="Orders", body=b"b", queue_id=0, queue_offset=0,
+        timestamp=0, append_time=False, headers=[(prop.UNIQ_KEY, b"U")],
+    )  # fmt: skip
+    retry = codec.encode(sent_back(received, to_topic=naming.retry_topic("GID_o"), level=3,
+                                   max_reconsume_times=16))  # fmt: skip
+    entries = [signed_entry(0, 0, mine), signed_entry(0, 1, theirs), signed_entry(2, 0, retry)]
+    retry_topic = naming.kafka_topic(naming.retry_topic("GID_o"))
+    batch = plan_signed(entries, counts(Orders=1, Payments=1, **{retry_topic: 1}))
+    assert [(s.kind, s.topic) for s in batch.sends] == [
+        ("deliver", "Orders"),
+        ("park", POISON),
+        ("deliver", naming.kafka_topic(naming.retry_topic("GID_o"))),
+    ]
+    assert batch.sends[1].reason == "refused destination: 'orders' is not granted 'Payments'"
+
+
+def test_a_timers_hop_and_a_copy_set_aside_carry_the_signature_of_the_record() -> None:
+    value = parked_record("Orders")
+    signature = ScheduleSigner("orders", KEY).headers(value)
+    hop_batch = plan_signed([signed_entry(18, 0, value, NOW + 600_000)], counts())
+    aside_batch = plan_signed([signed_entry(0, 0, value)], counts())
+    for batch, kind in ((hop_batch, "hop"), (aside_batch, "aside")):
+        [send] = batch.sends
+        assert send.kind == kind
+        assert send.value == value
+        assert set(signature) <= set(send.headers), f"the {kind} keeps the signer and signature"
