@@ -1,4 +1,5 @@
-"""``ReceiveMessage``, ``AckMessage``, ``ChangeInvisibleDuration``: SimpleConsumers over gRPC.
+"""``ReceiveMessage``, ``AckMessage``, ``ChangeInvisibleDuration``,
+``ForwardMessageToDeadLetterQueue``: simple and push consumers over gRPC.
 
 Reproduces RocketMQ 5's pop consumption at the proxy (``ReceiveMessageActivity``,
 ``AckMessageActivity``, ``ChangeInvisibleDurationActivity``) on the engine behind
@@ -15,8 +16,8 @@ share group settles a record through the consumer that acquired it): behind a lo
 client keeps its channel to one proxy, and an ack at another is refused with
 ``INVALID_RECEIPT_HANDLE`` (the message comes back after its invisible duration). When the
 proxy stops, the messages its clients hold go back to their groups at once (no ack can reach
-it any more), which may be before their invisible duration. The ``PushConsumer``'s
-``QueryAssignment`` and FIFO groups are not served yet.
+it any more), which may be before their invisible duration. FIFO groups are not served yet:
+a push consumer is told its group is not FIFO, and receives from a share group, in no order.
 """
 
 from __future__ import annotations
@@ -237,6 +238,26 @@ class Receives:
         return service.ChangeInvisibleDurationResponse(
             status=status(), receipt_handle=request.receipt_handle
         )
+
+    def forward(self, request: Any, account: Account) -> Any:
+        """``ForwardMessageToDeadLetterQueue``: the received message goes to ``%DLQ%<group>``
+        now (a FIFO push consumer's last failed attempt), and is settled."""
+        group = resource_name(request.group, "consumer group")
+        topic = resource_name(request.topic)
+        account.require(Perm.SUB, topic=topic, group=group)
+        consumer = self._held(group)
+        held = Message()
+        held.receipt_handle = request.receipt_handle
+        held.message_id = request.message_id
+        reason = (
+            f"forwarded by the client after {request.delivery_attempt} deliveries "
+            f"(max attempts {request.max_delivery_attempts})"
+        )
+        try:
+            consumer.forward_to_dead_letter_queue(held, reason)
+        except ClientException as exc:
+            raise ProxyError(_code_of(exc, Code.INVALID_RECEIPT_HANDLE), str(exc)) from exc
+        return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
     def close(self) -> None:
         """Leave every group. The proxy serves no more calls by now, so no ack can come: the

@@ -8,6 +8,8 @@ Reproduces RocketMQ 5's ``RouteActivity`` and ``ClientActivity`` for what a prod
   proxy by (as RocketMQ's proxy answers with the request's endpoints), so that every call of
   the client comes back to this address, whichever proxy serves it; each queue lists the
   message types the topic accepts. A topic that does not exist is ``TOPIC_NOT_FOUND``;
+- ``QueryAssignment``: a push consumer's queue, one (id -1) on that same broker, shared by
+  every consumer of its group, as RocketMQ's proxy answers a group that is not FIFO;
 - ``Heartbeat``: answered; the client's Telemetry stream is what keeps it known;
 - ``NotifyClientTermination``: the client's sessions on this proxy end.
 
@@ -47,21 +49,8 @@ class Routes:
         """The route of ``request.topic`` (blocking: it may ask Kafka)."""
         topic = resource_name(request.topic)
         account.require(Perm.PUB | Perm.SUB, topic=topic)  # either will do
-        try:
-            kafka_topic = naming.kafka_topic(topic)
-        except ValueError as exc:
-            raise ProxyError(Code.ILLEGAL_TOPIC, str(exc)) from exc
-        try:
-            partitions = self._topics.require(kafka_topic, wait_s=NEW_TOPIC_WAIT_S)
-        except MissingTopic as exc:
-            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist") from exc
-        endpoints = request.endpoints
-        if not endpoints.addresses:
-            endpoints = definition.Endpoints(
-                scheme=definition.AddressScheme.IPv4,
-                addresses=[definition.Address(host=bound.host, port=bound.port)],
-            )
-        broker = definition.Broker(name=BROKER_NAME, id=0, endpoints=endpoints)
+        partitions = self._partitions(topic)
+        broker = definition.Broker(name=BROKER_NAME, id=0, endpoints=_endpoints(request, bound))
         accepted = [
             definition.MessageType.Value(kind)
             for kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
@@ -79,6 +68,34 @@ class Routes:
         ]
         return service.QueryRouteResponse(status=codes.status(), message_queues=queues)
 
+    def query_assignment(self, request: Any, account: Account, bound: Address) -> Any:
+        """The queues a push consumer of ``request.group`` receives from: as RocketMQ's proxy
+        answers a group that is not FIFO, one queue (id -1) on the one broker, which every
+        consumer of the group shares (blocking: it may ask Kafka)."""
+        topic = resource_name(request.topic)
+        group = resource_name(request.group, "consumer group")
+        account.require(Perm.SUB, topic=topic, group=group)
+        self._partitions(topic)
+        queue = definition.MessageQueue(
+            topic=definition.Resource(name=topic),
+            id=-1,
+            permission=definition.Permission.READ_WRITE,
+            broker=definition.Broker(name=BROKER_NAME, id=0, endpoints=_endpoints(request, bound)),
+        )
+        return service.QueryAssignmentResponse(
+            status=codes.status(), assignments=[definition.Assignment(message_queue=queue)]
+        )
+
+    def _partitions(self, topic: str) -> int:
+        try:
+            kafka_topic = naming.kafka_topic(topic)
+        except ValueError as exc:
+            raise ProxyError(Code.ILLEGAL_TOPIC, str(exc)) from exc
+        try:
+            return self._topics.require(kafka_topic, wait_s=NEW_TOPIC_WAIT_S)
+        except MissingTopic as exc:
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist") from exc
+
     def heartbeat(self, request: Any) -> Any:
         if request.client_type not in definition.ClientType.values():
             raise ProxyError(
@@ -90,3 +107,13 @@ class Routes:
         for session in self._sessions.of_client(client_id):
             session.end()
         return service.NotifyClientTerminationResponse(status=codes.status())
+
+
+def _endpoints(request: Any, bound: Address) -> Any:
+    """The endpoints the client reached the proxy by, else the address the proxy is bound to."""
+    if request.endpoints.addresses:
+        return request.endpoints
+    return definition.Endpoints(
+        scheme=definition.AddressScheme.IPv4,
+        addresses=[definition.Address(host=bound.host, port=bound.port)],
+    )

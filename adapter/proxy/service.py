@@ -7,11 +7,11 @@ method and code with its latency. A request that cannot be parsed is refused by 
 nothing a client sends stops the proxy.
 
 Served: ``QueryRoute``, ``Heartbeat``, ``Telemetry``, ``SendMessage``, ``EndTransaction``,
-``RecallMessage``, ``NotifyClientTermination``, and the SimpleConsumer's ``ReceiveMessage``,
-``AckMessage`` and ``ChangeInvisibleDuration`` (:mod:`adapter.proxy.receives`). The other
-consumers' RPCs (``QueryAssignment``, ``ForwardMessageToDeadLetterQueue``, ``PullMessage``,
-``UpdateOffset``, ``GetOffset``, ``QueryOffset``, ``SyncLiteSubscription``) answer
-``NOT_IMPLEMENTED`` for now.
+``RecallMessage``, ``NotifyClientTermination``, the push consumer's ``QueryAssignment``, and
+the consumers' ``ReceiveMessage``, ``AckMessage``, ``ChangeInvisibleDuration`` and
+``ForwardMessageToDeadLetterQueue`` (:mod:`adapter.proxy.receives`). The pull model's RPCs
+(``PullMessage``, ``UpdateOffset``, ``GetOffset``, ``QueryOffset``), which no official client
+calls, and lite topics' ``SyncLiteSubscription`` answer ``NOT_IMPLEMENTED`` with the reason.
 
 Known gaps: see the modules of each RPC.
 """
@@ -41,6 +41,18 @@ from adapter.proxy.telemetry import Telemetry
 from adapter.proxy.transactions import Transactions
 
 __all__ = ["Malformed", "MessagingService", "rpc_handler"]
+
+_PULL = (
+    "the pull model (queue offsets) is not served: consumers receive with ReceiveMessage, and "
+    "`rmq-adapter groups lag|reset` show and move a group's Kafka offsets"
+)
+_UNSERVED = {
+    "PullMessage": _PULL,
+    "UpdateOffset": _PULL,
+    "GetOffset": _PULL,
+    "QueryOffset": _PULL,
+    "SyncLiteSubscription": "lite topics are not served by this proxy",
+}
 
 log = logging.getLogger(__name__)
 
@@ -205,16 +217,23 @@ class MessagingService:
         async for command in self._telemetry.stream(requests, metadata.get(CLIENT_ID, "")):
             yield command
 
-    # -- the consumers' RPCs (the next part) ---------------------------------------------------
+    # -- the consumers' RPCs ------------------------------------------------------------------
 
     async def _not_yet(self, method: str, request: Any, context: Any) -> Any:
+        why = _UNSERVED.get(method, "it is not served by this proxy")
+
         async def work(_: Mapping[str, str], __: Account) -> Any:
-            raise ProxyError(Code.NOT_IMPLEMENTED, f"{method} is not served by this proxy yet")
+            raise ProxyError(Code.NOT_IMPLEMENTED, f"{method}: {why}")
 
         return await self._answer(method, request, context, work)
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("QueryAssignment", request, context)
+        async def work(_: Mapping[str, str], account: Account) -> Any:
+            return await self._blocking(
+                self._routes.query_assignment, request, account, self._bound()
+            )
+
+        return await self._answer("QueryAssignment", request, context, work)
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
         async def work(_: Mapping[str, str], account: Account) -> Any:
@@ -229,7 +248,10 @@ class MessagingService:
         return await self._answer("ChangeInvisibleDuration", request, context, work)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        return await self._not_yet("ForwardMessageToDeadLetterQueue", request, context)
+        async def work(_: Mapping[str, str], account: Account) -> Any:
+            return await self._blocking(self._receives.forward, request, account)
+
+        return await self._answer("ForwardMessageToDeadLetterQueue", request, context, work)
 
     async def UpdateOffset(self, request: Any, context: Any) -> Any:
         return await self._not_yet("UpdateOffset", request, context)

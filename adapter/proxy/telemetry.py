@@ -6,6 +6,9 @@ Reproduces the proxy side of RocketMQ 5's ``Telemetry`` (``ClientActivity.teleme
   with the settings it is to use, which the clients wait for before ``startup()`` returns:
   for a producer its topics, the body size limit (4 MiB), message-type validation on, and a
   retry policy (the client's own exponential back-off, or 3 attempts from 10 ms up to 1 s);
+  for a consumer its group's retry policy (17 attempts, the delay levels' durations: a push
+  consumer's failed message comes back after 1 s, 5 s, 10 s, ...), not FIFO, a receive
+  batch of 32 and a long poll of 20 s unless the client asked for up to 30 s;
 - the proxy pushes commands down it: here ``RecoverOrphanedTransactionCommand``, a check-back
   (:mod:`adapter.proxy.transactions`);
 - thread stack traces and message verification results the client sends are taken and logged;
@@ -14,7 +17,8 @@ Reproduces the proxy side of RocketMQ 5's ``Telemetry`` (``ClientActivity.teleme
 The stream ends when the client ends it, on ``NotifyClientTermination``, or when the proxy
 stops; a client then opens a new one (here or at another proxy).
 
-Known gaps: consumers' settings are echoed as they come (consumers come with the next part).
+Known gaps: every consumer group is answered as not FIFO (a share group keeps no order), and
+with 17 attempts, whatever the Kafka broker's delivery count limit allows the group.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 
+from adapter.delay import DelayLevels
 from adapter.proxy.codes import Code, status
 from adapter.proxy.protocol import definition, service
 from adapter.proxy.sessions import Session, Sessions
@@ -36,6 +41,10 @@ __all__ = ["Telemetry", "answer_settings"]
 log = logging.getLogger(__name__)
 
 DEFAULT_ATTEMPTS = 3
+CONSUMER_ATTEMPTS = 17
+RECEIVE_BATCH_SIZE = 32
+LONG_POLLING_S = 20
+MAX_LONG_POLLING_S = 30
 
 
 def _default_backoff() -> Any:
@@ -47,7 +56,24 @@ def _default_backoff() -> Any:
     )
 
 
-def answer_settings(sent: Any, *, max_body_size: int) -> Any:
+def consumer_backoff(levels: DelayLevels) -> Any:
+    """A consumer group's retry policy, as RocketMQ's proxy sends it: 17 attempts
+    (``retryMaxTimes`` + 1) and the delay-level table's durations, which a push consumer uses
+    as the invisible duration after its n-th failed delivery."""
+    backoff = definition.CustomizedBackoff()
+    for ms in levels.delays_ms:
+        backoff.next.add(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+    return definition.RetryPolicy(max_attempts=CONSUMER_ATTEMPTS, customized_backoff=backoff)
+
+
+_CONSUMERS = {
+    definition.ClientType.PUSH_CONSUMER,
+    definition.ClientType.SIMPLE_CONSUMER,
+    definition.ClientType.PULL_CONSUMER,
+}
+
+
+def answer_settings(sent: Any, *, max_body_size: int, levels: DelayLevels | None = None) -> Any:
     """The settings a client is to use, for the ``Settings`` it sent."""
     answer = definition.Settings()
     answer.CopyFrom(sent)
@@ -59,6 +85,15 @@ def answer_settings(sent: Any, *, max_body_size: int) -> Any:
         policy = sent.backoff_policy
         if policy.WhichOneof("strategy") != "exponential_backoff" or policy.max_attempts <= 0:
             answer.backoff_policy.CopyFrom(_default_backoff())
+    elif sent.client_type in _CONSUMERS or sent.HasField("subscription"):
+        answer.backoff_policy.CopyFrom(consumer_backoff(levels or DelayLevels.parse()))
+        subscription = answer.subscription
+        subscription.fifo = False  # FIFO groups are not served yet: a share group keeps no order
+        if subscription.receive_batch_size <= 0:
+            subscription.receive_batch_size = RECEIVE_BATCH_SIZE
+        polling = subscription.long_polling_timeout
+        if polling.seconds <= 0 or polling.seconds > MAX_LONG_POLLING_S:
+            polling.CopyFrom(Duration(seconds=LONG_POLLING_S))
     return answer
 
 

@@ -171,6 +171,17 @@ class SharePool:
         what = f"ack message {message.message_id} (it may be delivered again)"
         raise translate(failure, what) from failure
 
+    def forward_to_dead_letters(self, message: Message, why: str) -> None:
+        """Move a handed-out message to ``%DLQ%<group>`` (then accept it), as the reaper moves
+        one past its max attempts; unknown or settled handles are refused as by :meth:`ack`."""
+        with self._lock:
+            lease = self.book.settle(message.receipt_handle)
+            self._dead.add(
+                lease.member, [DeadLetter(lease.name, lease.record, lease.lock_until, why)]
+            )
+            self.book.settled(lease)  # held as a dead letter now
+            self._wake.notify_all()
+
     def change(self, message: Message, invisible_s: float) -> None:
         with self._lock:
             self.book.change(message.receipt_handle, invisible_s)

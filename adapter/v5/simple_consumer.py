@@ -257,6 +257,13 @@ class SimpleConsumer:
         )
         pool.change(message, invisible_duration)
 
+    def forward_to_dead_letter_queue(self, message: Message, reason: str) -> None:
+        """Move a received ``message`` to ``%DLQ%<group>`` now, with ``reason`` (adapter
+        extension: the proxy's ``ForwardMessageToDeadLetterQueue``, which a FIFO push consumer
+        calls after its own retries); refused as :meth:`ack` for a handle no longer held."""
+        pool = self._open("unable to forward message because simple consumer is not running")
+        pool.forward_to_dead_letters(message, reason)
+
     def receive_async(
         self, max_message_num: int, invisible_duration: float
     ) -> Future[list[Message]]:

@@ -132,7 +132,31 @@ def test_more_messages_at_once_than_allowed_are_too_many_requests(
             Code.INVALID_TRANSACTION_ID,
         ),
         ("Heartbeat", service.HeartbeatRequest(client_type=77), Code.UNRECOGNIZED_CLIENT_TYPE),
-        ("QueryAssignment", service.QueryAssignmentRequest(), Code.NOT_IMPLEMENTED),
+        ("QueryAssignment", service.QueryAssignmentRequest(), Code.ILLEGAL_TOPIC),
+        (
+            "QueryAssignment",
+            service.QueryAssignmentRequest(
+                topic=definition.Resource(name="NoSuchTopicHere"),
+                group=definition.Resource(name="GID_never"),
+            ),
+            Code.TOPIC_NOT_FOUND,
+        ),
+        (
+            "ForwardMessageToDeadLetterQueue",
+            service.ForwardMessageToDeadLetterQueueRequest(
+                group=definition.Resource(name="GID_never"), topic=definition.Resource(name="T"),
+                receipt_handle="forged", message_id="m", delivery_attempt=3,
+                max_delivery_attempts=3,
+            ),
+            Code.INVALID_RECEIPT_HANDLE,
+        ),
+        (
+            "QueryOffset",
+            service.QueryOffsetRequest(
+                message_queue=definition.MessageQueue(topic=definition.Resource(name="T"))
+            ),
+            Code.NOT_IMPLEMENTED,
+        ),
         (
             "AckMessage",
             service.AckMessageRequest(

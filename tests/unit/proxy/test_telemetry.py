@@ -37,3 +37,41 @@ def test_a_producer_keeps_its_own_exponential_backoff() -> None:
     own.exponential_backoff.multiplier = 3.0
     answer = answer_settings(producer_settings(backoff_policy=own), max_body_size=1)
     assert answer.backoff_policy == own
+
+
+def consumer_settings(kind: int, **subscription: object) -> definition.Settings:
+    settings = definition.Settings(client_type=kind)
+    settings.subscription.group.name = "GID_orders"
+    for name, value in subscription.items():
+        setattr(settings.subscription, name, value)
+    return settings
+
+
+@pytest.mark.parametrize(
+    "kind", [definition.ClientType.PUSH_CONSUMER, definition.ClientType.SIMPLE_CONSUMER]
+)
+def test_a_consumer_gets_its_groups_retry_policy_of_17_attempts_and_the_delay_levels(
+    kind: int,
+) -> None:
+    policy = answer_settings(consumer_settings(kind), max_body_size=1).backoff_policy
+    assert policy.max_attempts == 17
+    assert [d.ToMilliseconds() for d in policy.customized_backoff.next][:4] == [
+        1_000,
+        5_000,
+        10_000,
+        30_000,
+    ], "a push consumer's first failed delivery comes back after 1 s, as from RocketMQ's proxy"
+    assert len(policy.customized_backoff.next) == 18
+
+
+def test_a_consumer_is_told_its_group_is_not_fifo_with_a_batch_and_a_bounded_long_poll() -> None:
+    sent = consumer_settings(definition.ClientType.PUSH_CONSUMER, fifo=True)
+    sent.subscription.long_polling_timeout.seconds = 3600
+    subscription = answer_settings(sent, max_body_size=1).subscription
+    assert not subscription.fifo, "a share group keeps no order"
+    assert subscription.receive_batch_size == 32
+    assert subscription.long_polling_timeout.seconds == 20
+    sent.subscription.long_polling_timeout.seconds = 25
+    kept = answer_settings(sent, max_body_size=1).subscription
+    assert kept.long_polling_timeout.seconds == 25
+    assert kept.group.name == "GID_orders"
