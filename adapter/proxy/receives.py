@@ -225,12 +225,7 @@ class Receives:
         return service.AckMessageResponse(status=overall, entries=entries)
 
     def change(self, request: Any, account: Account) -> Any:
-        group = resource_name(request.group, "consumer group")
-        topic = resource_name(request.topic)
-        account.require(Perm.SUB, topic=topic, group=group)
-        consumer = self._held(group)
-        held = Message()
-        held.receipt_handle = request.receipt_handle
+        consumer, held = self._settling(request, account)
         try:
             consumer.change_invisible_duration(held, _seconds(request.invisible_duration, 0.0))
         except ClientException as exc:
@@ -242,12 +237,7 @@ class Receives:
     def forward(self, request: Any, account: Account) -> Any:
         """``ForwardMessageToDeadLetterQueue``: the received message goes to ``%DLQ%<group>``
         now (a FIFO push consumer's last failed attempt), and is settled."""
-        group = resource_name(request.group, "consumer group")
-        topic = resource_name(request.topic)
-        account.require(Perm.SUB, topic=topic, group=group)
-        consumer = self._held(group)
-        held = Message()
-        held.receipt_handle = request.receipt_handle
+        consumer, held = self._settling(request, account)
         held.message_id = request.message_id
         reason = (
             f"forwarded by the client after {request.delivery_attempt} deliveries "
@@ -258,6 +248,17 @@ class Receives:
         except ClientException as exc:
             raise ProxyError(_code_of(exc, Code.INVALID_RECEIPT_HANDLE), str(exc)) from exc
         return service.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    def _settling(self, request: Any, account: Account) -> tuple[SimpleConsumer, Message]:
+        """The group's consumer and the message of ``request.receipt_handle``, once the
+        caller may consume the request's topic in its group."""
+        group = resource_name(request.group, "consumer group")
+        topic = resource_name(request.topic)
+        account.require(Perm.SUB, topic=topic, group=group)
+        consumer = self._held(group)
+        held = Message()
+        held.receipt_handle = request.receipt_handle
+        return consumer, held
 
     def close(self) -> None:
         """Leave every group. The proxy serves no more calls by now, so no ack can come: the
