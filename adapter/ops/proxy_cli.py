@@ -67,6 +67,21 @@ def _option(name: str, help: str, **kwargs: Any) -> Callable[[F], F]:
 )
 @_option("--reuse-port", "Share --listen with other proxies on this host.", is_flag=True)
 @_option(
+    "--peer-listen",
+    "Address where the other proxies settle the messages this one handed out (plaintext).",
+    default="127.0.0.1:0",
+)
+@_option(
+    "--peer-advertise",
+    "The address the other proxies reach --peer-listen by (needed when it binds 0.0.0.0).",
+    default=None,
+)
+@_option(
+    "--peer-networks",
+    "Networks (CIDR, comma-separated) a receipt handle's proxy may be in.",
+    default="127.0.0.0/8,::1/128",
+)
+@_option(
     "--stop-timeout",
     "Seconds a stop may take (calls in flight get half) before the process exits.",
     type=click.FloatRange(min=1),
@@ -80,7 +95,12 @@ def proxy_command(**options: Any) -> None:
     from adapter.ops import workers
 
     try:
-        from adapter.proxy.config import ProxyConfig, parse_address, parse_topic_types
+        from adapter.proxy.config import (
+            ProxyConfig,
+            parse_address,
+            parse_networks,
+            parse_topic_types,
+        )
         from adapter.proxy.server import ProxyServer
     except ImportError as exc:
         raise click.ClickException(
@@ -98,6 +118,11 @@ def proxy_command(**options: Any) -> None:
             stop_timeout_s=options["stop_timeout"],
             max_inflight=options["max_inflight"],
             topic_types=parse_topic_types(options["topic_types"]),
+            peer_listen=parse_address(options["peer_listen"]),
+            peer_advertise=(
+                parse_address(options["peer_advertise"]) if options["peer_advertise"] else None
+            ),
+            peer_networks=parse_networks(options["peer_networks"]),
         )
         registry = CollectorRegistry()
         port = options["metrics_port"]

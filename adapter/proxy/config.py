@@ -29,13 +29,18 @@ from adapter.exceptions import ConfigError
 __all__ = [
     "ALL_TYPES",
     "DEFAULT_LISTEN",
+    "DEFAULT_PEER_LISTEN",
+    "DEFAULT_PEER_NETWORKS",
     "Address",
     "ProxyConfig",
     "parse_address",
+    "parse_networks",
     "parse_topic_types",
 ]
 
 DEFAULT_LISTEN = "0.0.0.0:8081"  # noqa: S104 - a server's default, as RocketMQ's proxy
+DEFAULT_PEER_LISTEN = "127.0.0.1:0"
+DEFAULT_PEER_NETWORKS = "127.0.0.0/8,::1/128"
 ALL_TYPES = frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION"})
 """The message types of RocketMQ 5 a topic can accept here."""
 
@@ -59,6 +64,23 @@ def parse_address(text: str) -> Address:
     if ":" in host:
         ipaddress.IPv6Address(host)
     return Address(host, int(port))
+
+
+def parse_networks(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """``"10.0.0.0/8,127.0.0.1/32"`` as networks; ``ConfigError`` naming a bad one."""
+    networks = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError as exc:
+            raise ConfigError(f"expected a network such as 10.0.0.0/8, got {item!r}") from exc
+    return tuple(networks)
+
+
+def _wildcard(host: str) -> bool:
+    return host in ("0.0.0.0", "::", "")  # noqa: S104 - what a wildcard bind looks like
 
 
 def parse_topic_types(text: str) -> dict[str, frozenset[str]]:
@@ -103,6 +125,14 @@ class ProxyConfig:
     transactional_idle_s: float = 300.0
     """A topic's transactional producer with no client left for this long is closed (its
     check-backs go to a proxy that has one)."""
+    peer_listen: Address = field(default_factory=lambda: parse_address(DEFAULT_PEER_LISTEN))
+    """Where the other proxies settle the messages this one handed out (plaintext gRPC)."""
+    peer_advertise: Address | None = None
+    """The peer address named in receipt handles; default: where ``peer_listen`` bound."""
+    peer_networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = field(
+        default_factory=lambda: parse_networks(DEFAULT_PEER_NETWORKS)
+    )
+    """The only networks a receipt handle's proxy may be in (:mod:`adapter.proxy.peers`)."""
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -115,6 +145,11 @@ class ProxyConfig:
             raise ConfigError(f"max body size must be positive, got {self.max_body_size}")
         if self.max_inflight <= 0:
             raise ConfigError(f"max in-flight sends must be positive, got {self.max_inflight}")
+        if self.peer_advertise is None and _wildcard(self.peer_listen.host):
+            raise ConfigError(
+                f"--peer-listen {self.peer_listen} binds every address: give --peer-advertise, "
+                "the address the other proxies reach this one by"
+            )
 
     def accepted_types(self, topic: str) -> frozenset[str]:
         """The message types ``topic`` accepts (every type unless declared)."""

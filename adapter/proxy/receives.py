@@ -11,13 +11,14 @@ nothing came), then each message with its ``receipt_handle`` and ``delivery_atte
 ``delivery_timestamp`` of the answer. A message not acked within its invisible duration comes
 back with its delivery attempt + 1; acks are answered per entry.
 
-Known gaps: a receipt handle is valid only at the proxy that handed the message out (a Kafka
-share group settles a record through the consumer that acquired it): behind a load balancer, a
-client keeps its channel to one proxy, and an ack at another is refused with
-``INVALID_RECEIPT_HANDLE`` (the message comes back after its invisible duration). When the
-proxy stops, the messages its clients hold go back to their groups at once (no ack can reach
-it any more), which may be before their invisible duration. FIFO groups are not served yet:
-a push consumer is told its group is not FIFO, and receives from a share group, in no order.
+A Kafka share group settles a record only through the consumer that acquired it, so a receipt
+handle names the proxy that handed the message out, and an ack, a change or a dead-letter
+forward that reaches another proxy is passed on to it (:mod:`adapter.proxy.peers`).
+
+Known gaps: when the proxy stops, the messages its clients hold go back to their groups at
+once (no ack can reach it any more), which may be before their invisible duration. FIFO
+groups are not served yet: a push consumer is told its group is not FIFO, and receives from a
+share group, in no order.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +35,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.proxy.auth import Account, Perm
 from adapter.proxy.codes import Code, ProxyError, status
-from adapter.proxy.config import ProxyConfig
+from adapter.proxy.config import Address, ProxyConfig
 from adapter.proxy.messages import resource_name
+from adapter.proxy.peers import Peers, join, split
 from adapter.proxy.protocol import definition, service
 from adapter.v5 import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 from adapter.v5.exception import ClientException
@@ -112,8 +115,9 @@ def _seconds(duration: Any, default: float) -> float:
 class Receives:
     """One ``SimpleConsumer`` per consumer group, started on its first receive."""
 
-    def __init__(self, config: ProxyConfig, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, config: ProxyConfig, peers: Peers, clock: Clock = SYSTEM_CLOCK) -> None:
         self._config = config
+        self._peers = peers
         self._clock = clock
         self._lock = threading.Lock()
         self._consumers: dict[str, SimpleConsumer] = {}
@@ -192,40 +196,70 @@ class Receives:
                 status=status() if messages else status(Code.MESSAGE_NOT_FOUND, "no new message")
             )
         ]
-        answers += [service.ReceiveMessageResponse(message=to_protocol(m)) for m in messages]
+        for message in messages:
+            sent = to_protocol(message)
+            handle = sent.system_properties.receipt_handle
+            sent.system_properties.receipt_handle = join(handle, self._peers.me)
+            answers.append(service.ReceiveMessageResponse(message=sent))
         if messages:
             answers.append(
                 service.ReceiveMessageResponse(delivery_timestamp=_timestamp(self._clock.now_ms()))
             )
         return answers
 
-    def ack(self, request: Any, account: Account) -> Any:
+    def ack(self, request: Any, account: Account, metadata: Mapping[str, str]) -> Any:
+        """Each entry settled here, or by the proxy its handle names (:mod:`.peers`)."""
         group = resource_name(request.group, "consumer group")
         topic = resource_name(request.topic)
         account.require(Perm.SUB, topic=topic, group=group)
-        consumer = self._held(group)
-        entries = []
-        for entry in request.entries:
-            held = Message()
-            held.receipt_handle = entry.receipt_handle
+        outcomes: dict[int, Any] = {}
+        elsewhere: dict[Address, list[int]] = {}
+        for index, entry in enumerate(request.entries):
+            inner, named = split(entry.receipt_handle)
+            peer = self._peers.other(named)
+            if peer is None:
+                outcomes[index] = self._ack_here(group, inner)
+            else:
+                elsewhere.setdefault(peer, []).append(index)
+        for peer, indexes in elsewhere.items():
+            passed = service.AckMessageRequest(group=request.group, topic=request.topic)
+            passed.entries.extend(request.entries[i] for i in indexes)
+            refused = status(Code.INVALID_RECEIPT_HANDLE, f"proxy {peer} did not answer for it")
             try:
-                consumer.ack(held)
-                outcome = status()
-            except ClientException as exc:
-                outcome = status(Code.INVALID_RECEIPT_HANDLE, str(exc))
-            entries.append(
-                service.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=outcome
-                )
+                answer = self._peers.pass_on("AckMessage", passed, peer, metadata)
+                settled = {e.receipt_handle: e.status for e in answer.entries}
+            except ProxyError as exc:
+                settled, refused = {}, status(exc.code, exc.message)
+            for i in indexes:
+                outcomes[i] = settled.get(request.entries[i].receipt_handle, refused)
+        entries = [
+            service.AckMessageResultEntry(
+                message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=outcomes[i]
             )
+            for i, entry in enumerate(request.entries)
+        ]
         failed = [e for e in entries if e.status.code != Code.OK]
         overall = status() if not failed else status(Code.MULTIPLE_RESULTS, "some acks failed")
         if failed and len(failed) == len(entries):
             overall = failed[0].status
         return service.AckMessageResponse(status=overall, entries=entries)
 
-    def change(self, request: Any, account: Account) -> Any:
-        consumer, held = self._settling(request, account)
+    def _ack_here(self, group: str, handle: str) -> Any:
+        held = Message()
+        held.receipt_handle = handle
+        try:
+            self._held(group).ack(held)
+        except ProxyError as exc:
+            return status(exc.code, exc.message)
+        except ClientException as exc:
+            return status(Code.INVALID_RECEIPT_HANDLE, str(exc))
+        return status()
+
+    def change(self, request: Any, account: Account, metadata: Mapping[str, str]) -> Any:
+        settling = self._settling("ChangeInvisibleDuration", request, account, metadata)
+        if not isinstance(settling, tuple):
+            return settling
+        consumer, held = settling
         try:
             consumer.change_invisible_duration(held, _seconds(request.invisible_duration, 0.0))
         except ClientException as exc:
@@ -234,10 +268,13 @@ class Receives:
             status=status(), receipt_handle=request.receipt_handle
         )
 
-    def forward(self, request: Any, account: Account) -> Any:
+    def forward(self, request: Any, account: Account, metadata: Mapping[str, str]) -> Any:
         """``ForwardMessageToDeadLetterQueue``: the received message goes to ``%DLQ%<group>``
         now (a FIFO push consumer's last failed attempt), and is settled."""
-        consumer, held = self._settling(request, account)
+        settling = self._settling("ForwardMessageToDeadLetterQueue", request, account, metadata)
+        if not isinstance(settling, tuple):
+            return settling
+        consumer, held = settling
         held.message_id = request.message_id
         reason = (
             f"forwarded by the client after {request.delivery_attempt} deliveries "
@@ -249,15 +286,22 @@ class Receives:
             raise ProxyError(_code_of(exc, Code.INVALID_RECEIPT_HANDLE), str(exc)) from exc
         return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
-    def _settling(self, request: Any, account: Account) -> tuple[SimpleConsumer, Message]:
+    def _settling(
+        self, method: str, request: Any, account: Account, metadata: Mapping[str, str]
+    ) -> tuple[SimpleConsumer, Message] | Any:
         """The group's consumer and the message of ``request.receipt_handle``, once the
-        caller may consume the request's topic in its group."""
+        caller may consume the request's topic in its group; or, for a handle another proxy
+        gave, that proxy's answer."""
         group = resource_name(request.group, "consumer group")
         topic = resource_name(request.topic)
         account.require(Perm.SUB, topic=topic, group=group)
+        inner, named = split(request.receipt_handle)
+        peer = self._peers.other(named)
+        if peer is not None:
+            return self._peers.pass_on(method, request, peer, metadata)
         consumer = self._held(group)
         held = Message()
-        held.receipt_handle = request.receipt_handle
+        held.receipt_handle = inner
         return consumer, held
 
     def close(self) -> None:

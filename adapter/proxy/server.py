@@ -43,6 +43,7 @@ from adapter.proxy.auth import Authenticator
 from adapter.proxy.config import Address, ProxyConfig
 from adapter.proxy.front import Front
 from adapter.proxy.metrics import ProxyMetrics
+from adapter.proxy.peers import Peers
 from adapter.proxy.receives import Receives
 from adapter.proxy.routes import Routes
 from adapter.proxy.sends import Sends
@@ -142,7 +143,8 @@ class ProxyServer:
             max_body_size=config.max_body_size,
             on_publishing=lambda topics: self._announced(topics, transactions, executor),
         )
-        receives = Receives(config, self.clock)
+        peers = Peers(config.peer_advertise or config.peer_listen, config.peer_networks)
+        receives = Receives(config, peers, self.clock)
         polls = ThreadPoolExecutor(POLLS, thread_name_prefix="proxy-poll")
         servicer = MessagingService(
             auth=auth,
@@ -169,6 +171,8 @@ class ProxyServer:
             server.add_insecure_port(f"unix:{plain}")
             secure = str(Path(private) / "tls.sock")
             server.add_secure_port(f"unix:{secure}", tls.server_credentials(config))
+            peer_port = server.add_insecure_port(str(config.peer_listen))
+            peers.me = config.peer_advertise or Address(config.peer_listen.host, peer_port)
             await server.start()
             front = Front(config.listen, plain, secure, reuse_port=config.reuse_port)
             try:
@@ -200,6 +204,7 @@ class ProxyServer:
             ticking.cancel()
             await self._loop.run_in_executor(executor, self._close, transactions, sender)
             await self._loop.run_in_executor(executor, receives.close)
+            peers.close()
         executor.shutdown(wait=False)
         polls.shutdown(wait=False)
         log.info("proxy stopped")

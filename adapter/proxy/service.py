@@ -236,20 +236,20 @@ class MessagingService:
         return await self._answer("QueryAssignment", request, context, work)
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
-        async def work(_: Mapping[str, str], account: Account) -> Any:
-            return await self._blocking(self._receives.ack, request, account)
+        async def work(metadata: Mapping[str, str], account: Account) -> Any:
+            return await self._blocking(self._receives.ack, request, account, metadata)
 
         return await self._answer("AckMessage", request, context, work)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-        async def work(_: Mapping[str, str], account: Account) -> Any:
-            return await self._blocking(self._receives.change, request, account)
+        async def work(metadata: Mapping[str, str], account: Account) -> Any:
+            return await self._blocking(self._receives.change, request, account, metadata)
 
         return await self._answer("ChangeInvisibleDuration", request, context, work)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        async def work(_: Mapping[str, str], account: Account) -> Any:
-            return await self._blocking(self._receives.forward, request, account)
+        async def work(metadata: Mapping[str, str], account: Account) -> Any:
+            return await self._blocking(self._receives.forward, request, account, metadata)
 
         return await self._answer("ForwardMessageToDeadLetterQueue", request, context, work)
 
