@@ -1,26 +1,45 @@
 /*
  * Programs on the official RocketMQ 5.x Java client, as an application would write them, run by
- * tests/integration/proxy/test_java_client.py against rmq-adapter proxy. Only the endpoint (and,
- * for some scenarios, plaintext instead of the client's default TLS, or credentials) is chosen by
- * the test, through RMQ_TEST_TRANSPORT=plaintext and RMQ_TEST_ACCESS_KEY / RMQ_TEST_SECRET_KEY.
+ * tests/integration/proxy/test_java_client.py (producers) and test_java_consumers.py (consumers)
+ * against rmq-adapter proxy. Only the endpoint (and, for some scenarios, plaintext instead of the
+ * client's default TLS, or credentials) is chosen by the test, through
+ * RMQ_TEST_TRANSPORT=plaintext and RMQ_TEST_ACCESS_KEY / RMQ_TEST_SECRET_KEY.
  *
  *   sends <endpoint> <normal topic> <fifo topic> <delay topic>
  *   transactions <endpoint> <topic>           one committed, one rolled back, one left UNKNOWN
  *   recall <endpoint> <topic>                 a timer recalled, another kept
  *   burst <endpoint> <topic> <count> <wait s> transactions one after another (the SIGKILL test)
+ *   simple <endpoint> <topic> <group> <count> <lapsed body> <invisible s>
+ *                                             a SimpleConsumer acks all but one, which it lets
+ *                                             lapse once (not acked) and acks when it is back
+ *   push <endpoint> <topic> <group> <tag expression> <count> <failed body or ->
+ *                                             a PushConsumer consumes, failing one body once
  *
- * Each result is one line on standard output: SENT, DECIDED, CHECKED, RECALLED, FAILED, DONE.
+ * Each result is one line on standard output: SENT, DECIDED, CHECKED, RECALLED, FAILED, DONE;
+ * the consumers print RECEIVED id=.. body=.. attempt=.. (push: also tag=, keys=a,b and
+ * props=k:v;k:v) for every delivery, and ACKED / LAPSED / CONSUMED / FAILED id=.. body=.. for
+ * what they did with it. A consumer ends by itself: once it has what it expects and a few quiet
+ * seconds more (anything received again shows), or after 60 s with INCOMPLETE and exit code 1.
  */
 package rmq.adapter.proxytests;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.rocketmq.client.apis.ClientConfiguration;
 import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientServiceProvider;
 import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
+import org.apache.rocketmq.client.apis.consumer.ConsumeResult;
+import org.apache.rocketmq.client.apis.consumer.FilterExpression;
+import org.apache.rocketmq.client.apis.consumer.FilterExpressionType;
+import org.apache.rocketmq.client.apis.consumer.PushConsumer;
+import org.apache.rocketmq.client.apis.consumer.SimpleConsumer;
 import org.apache.rocketmq.client.apis.message.Message;
 import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
@@ -34,6 +53,8 @@ public final class ProxyClient {
     /** What the application decided for each of its transactions: the checker's answers. */
     private static final Map<String, TransactionResolution> DECIDED = new ConcurrentHashMap<>();
     private static volatile boolean checked;
+    /** How long a consumer scenario may take before it gives up. */
+    private static final long CONSUMER_DEADLINE_MS = 60_000;
 
     private ProxyClient() {
     }
@@ -51,13 +72,22 @@ public final class ProxyClient {
             config.setCredentialProvider(
                 new StaticSessionCredentialsProvider(accessKey, System.getenv("RMQ_TEST_SECRET_KEY")));
         }
+        boolean complete = true;
         switch (scenario) {
             case "sends" -> sends(config.build(), args[2], args[3], args[4]);
             case "transactions" -> transactions(config.build(), args[2]);
             case "recall" -> recall(config.build(), args[2]);
             case "burst" -> burst(config.build(), args[2], Integer.parseInt(args[3]),
                 Integer.parseInt(args[4]));
+            case "simple" -> complete = simple(config.build(), args[2], args[3],
+                Integer.parseInt(args[4]), args[5], Integer.parseInt(args[6]));
+            case "push" -> complete = push(config.build(), args[2], args[3], args[4],
+                Integer.parseInt(args[5]), args[6]);
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
+        }
+        if (!complete) {
+            System.out.println("INCOMPLETE");
+            System.exit(1);
         }
         System.out.println("DONE");
         System.exit(0);
@@ -164,5 +194,72 @@ public final class ProxyClient {
             }
             Thread.sleep(waitSeconds * 1_000L);  // the check-backs of what a dead proxy held
         }
+    }
+
+    private static String body(MessageView view) {
+        return StandardCharsets.UTF_8.decode(view.getBody().duplicate()).toString();
+    }
+
+    private static String seen(MessageView view) {
+        return "id=" + view.getMessageId() + " body=" + body(view);
+    }
+
+    private static boolean simple(ClientConfiguration config, String topic, String group, int count,
+        String lapsed, int invisibleSeconds) throws Exception {
+        Duration invisible = Duration.ofSeconds(invisibleSeconds);
+        Set<String> acked = new TreeSet<>();
+        long deadline = System.currentTimeMillis() + CONSUMER_DEADLINE_MS;
+        long quietUntil = Long.MAX_VALUE;  // once all are acked: an ack not taken would show
+        try (SimpleConsumer consumer = PROVIDER.newSimpleConsumerBuilder().setClientConfiguration(config)
+            .setConsumerGroup(group).setAwaitDuration(Duration.ofSeconds(2))
+            .setSubscriptionExpressions(Map.of(topic, FilterExpression.SUB_ALL)).build()) {
+            while (System.currentTimeMillis() < Math.min(deadline, quietUntil)) {
+                List<MessageView> views = consumer.receive(16, invisible);
+                for (MessageView view : views) {
+                    System.out.println("RECEIVED " + seen(view) + " attempt=" + view.getDeliveryAttempt());
+                    if (body(view).equals(lapsed) && view.getDeliveryAttempt() == 1) {
+                        System.out.println("LAPSED " + seen(view));  // not acked: it comes back
+                        continue;
+                    }
+                    consumer.ack(view);
+                    acked.add(body(view));
+                    System.out.println("ACKED " + seen(view));
+                }
+                if (acked.size() >= count && quietUntil == Long.MAX_VALUE) {
+                    quietUntil = System.currentTimeMillis() + (invisibleSeconds + 3) * 1_000L;
+                }
+            }
+        }
+        return acked.size() >= count;
+    }
+
+    private static boolean push(ClientConfiguration config, String topic, String group, String tags,
+        int count, String failed) throws Exception {
+        Set<String> consumed = ConcurrentHashMap.newKeySet();
+        FilterExpression filter = new FilterExpression(tags, FilterExpressionType.TAG);
+        try (PushConsumer consumer = PROVIDER.newPushConsumerBuilder().setClientConfiguration(config)
+            .setConsumerGroup(group).setSubscriptionExpressions(Map.of(topic, filter))
+            .setMessageListener(view -> {
+                Map<String, String> props = new TreeMap<>(view.getProperties());
+                StringBuilder shown = new StringBuilder();
+                props.forEach((k, v) -> shown.append(shown.length() == 0 ? "" : ";").append(k).append(':').append(v));
+                System.out.println("RECEIVED " + seen(view) + " attempt=" + view.getDeliveryAttempt()
+                    + " tag=" + view.getTag().orElse("") + " keys=" + String.join(",", new TreeSet<>(view.getKeys()))
+                    + " props=" + shown);
+                if (body(view).equals(failed) && view.getDeliveryAttempt() == 1) {
+                    System.out.println("FAILED " + seen(view));
+                    return ConsumeResult.FAILURE;
+                }
+                consumed.add(body(view));
+                System.out.println("CONSUMED " + seen(view));
+                return ConsumeResult.SUCCESS;
+            }).build()) {
+            long deadline = System.currentTimeMillis() + CONSUMER_DEADLINE_MS;
+            while (System.currentTimeMillis() < deadline && consumed.size() < count) {
+                Thread.sleep(100);
+            }
+            Thread.sleep(3_000);  // an ack not taken, or a message filtered in wrongly, would show
+        }
+        return consumed.size() >= count;
     }
 }
