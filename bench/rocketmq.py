@@ -7,9 +7,9 @@ the Maven Central jars, ``bench/rocketmq_server.py``) through the official 5.x P
 Kafka broker of its own with the adapter's worker processes (``bench/rocketmq_adapter.py``),
 then, third, the RocketMQ column's very workload code (the official client) against
 ``rmq-adapter proxy`` on a Kafka broker of its own with those workers, only the endpoint changed
-(``bench/rocketmq_proxy.py``: it receives through a Kafka reader, as the proxy serves producers
-only so far, and skips the SimpleConsumer workload; the proxy's CPU ms per message and RSS are
-rows of the table). Never two stacks at once: they share the machine's cores with the clients.
+(``bench/rocketmq_proxy.py``: its sending workloads receive through a Kafka reader, its
+SimpleConsumer workload through the proxy; the proxy's CPU ms per message and RSS are rows of
+the table). Never two stacks at once: they share the machine's cores with the clients.
 
 Measured on each side (100-byte bodies, 8 sending threads sharing one producer, a receiver in a
 child process that stamps when each message first arrives; latencies in ms). Both sides first
@@ -422,8 +422,8 @@ def report(
         f"{adapter.__version__} on Apache Kafka {kafka_version()} (one local broker) with the "
         f"worker processes its workloads need, driven by its own Python clients (adapter) and "
         f"by rocketmq-python-client 5.1.2 through `rmq-adapter proxy` (proxy; the same workload "
-        f"code as RocketMQ's column, only the endpoint changed; it receives with a Kafka "
-        f"reader, as the proxy serves producers only so far). One system at a time; "
+        f"code as RocketMQ's column, only the endpoint changed; its sending workloads receive "
+        f"with a Kafka reader, its SimpleConsumer through the proxy). One system at a time; "
         f"their clients ran on the same machine; "
         f"{seconds / 60:.0f} minutes in all. `{command}`.",
         "",

@@ -8,11 +8,12 @@
 - Topics are made on Kafka with 4 partitions (RocketMQ's 4 queues), each primed with an aborted
   record per partition (``bench.common.prime_partitions``, as the adapter column's latency
   topics); the proxy takes every message type on them.
-- Receiving: the proxy serves producers only so far (consumers are issue 28's part 2), so each
-  workload receives through a read_committed reader of the Kafka topic in a child process, by
-  body (``bench.rocketmq_adapter.Keyed``, the adapter column's receiver); a timer's due time is
-  its ``TIMER_DELIVER_MS``, the ``delivery_timestamp`` the client sent. The SimpleConsumer
-  workload does not run on this column.
+- Receiving: the sending workloads receive through a read_committed reader of the Kafka topic
+  in a child process, by body (``bench.rocketmq_adapter.Keyed``, the adapter column's receiver),
+  so that their figures measure the proxy's sending side alone; a timer's due time is its
+  ``TIMER_DELIVER_MS``, the ``delivery_timestamp`` the client sent. The SimpleConsumer workload
+  is the RocketMQ column's own: the official ``SimpleConsumer`` receiving and acking through the
+  proxy.
 - RocketMQ's ``transactionCheckInterval`` (seed 004's second half) is the coordinator's
   ``--check-interval-ms``: the coordinator is restarted with it.
 - ``python -m bench.rocketmq_proxy [N]``: one thread's sync send latency through the proxy, then
@@ -44,7 +45,7 @@ from bench.common import Coordinator, LoggedProcess, kafka, prime_partitions
 from bench.delay import Forwarder
 from bench.rocketmq_adapter import LEVELS, Keyed
 from bench.rocketmq_apache import Arrivals
-from bench.rocketmq_figures import SEED_KEYS, WORKLOADS, Figures, Sizes
+from bench.rocketmq_figures import SEED_KEYS, WORKLOADS, Figures, Sizes, simple_phases
 from bench.rocketmq_server import OUT as ROCKETMQ_OUT
 from bench.rocketmq_server import Topic
 
@@ -142,7 +143,10 @@ class KafkaReceiver:
 
 
 def messages_sent(workload: str, sizes: Sizes) -> int:
-    """Every message a workload sends through the proxy, warm-up included."""
+    """Every message a workload sends through the proxy, warm-up included (the SimpleConsumer
+    workload's are each sent and received through it)."""
+    if workload == "simple":
+        return sum(n for _, n, _ in simple_phases(sizes))
     return {
         "transactions": sizes.warm_up + sizes.tx_messages + sizes.paced,
         "normal": sizes.warm_up + sizes.normal,
@@ -169,18 +173,12 @@ def proxy_stack(bootstrap: str) -> Iterator[ProxyTarget]:
 
 
 def run(sizes: Sizes, figures: Figures) -> None:
-    """The workloads of ``sizes.workloads`` but the SimpleConsumer one, each through the proxy,
-    with the proxy's CPU time and memory after each."""
+    """The workloads of ``sizes.workloads``, each through the proxy, with the proxy's CPU time
+    and memory after each."""
     logging.getLogger("adapter").setLevel(logging.WARNING)
-    if "simple" in sizes.workloads:
-        figures.skipped.add("simple")
-        figures.notes.append(
-            f"{figures.system}: the SimpleConsumer workload does not run (the proxy serves "
-            "producers only so far)"
-        )
     with kafka() as bootstrap, proxy_stack(bootstrap) as target:
         for workload in WORKLOADS:
-            if workload not in sizes.workloads or workload == "simple":
+            if workload not in sizes.workloads:
                 continue
             before = target.proxy.cpu_seconds()
             rocketmq_apache.run(
