@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +36,7 @@ import tenacity
 from confluent_kafka import (
     OFFSET_BEGINNING,
     TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -346,16 +348,10 @@ class ConsumeLoop:
             position = lane.offsets.take_commit()
             if position is not None:
                 offsets.append(TopicPartition(lane.topic, lane.partition, position))
-        if not offsets:
-            return
-        try:
-            if synchronous:
-                answer = self._client.commit(offsets=offsets, asynchronous=False)
-                self._on_commit(None, list(answer or []))
-            else:
-                self._client.commit(offsets=offsets, asynchronous=True)
-        except KafkaException as exc:
-            log.warning("consumer %s commit failed: %s", self._config.group, exc)
+        commit_positions(
+            self._client, offsets, synchronous=synchronous, on_commit=self._on_commit,
+            group=self._config.group,
+        )  # fmt: skip
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """Kafka's answer to a commit (on the poll thread): a position it confirmed is not
@@ -383,6 +379,28 @@ class ConsumeLoop:
         self._pool.shutdown(wait=True, cancel_futures=True)
         if self._send_back is not None:
             self._send_back.close()
+
+
+def commit_positions(
+    client: Consumer,
+    offsets: list[TopicPartition],
+    *,
+    synchronous: bool,
+    on_commit: Callable[[KafkaError | None, list[TopicPartition]], None],
+    group: str,
+) -> None:
+    """Commit ``offsets``: synchronously (Kafka's answer goes to ``on_commit`` at once) or
+    not (librdkafka calls ``on_commit`` from a later poll); a failure is logged."""
+    if not offsets:
+        return
+    try:
+        if synchronous:
+            answer = client.commit(offsets=offsets, asynchronous=False)
+            on_commit(None, list(answer or []))
+        else:
+            client.commit(offsets=offsets, asynchronous=True)
+    except KafkaException as exc:
+        log.warning("consumer %s commit failed: %s", group, exc)
 
 
 def _received(lane: Lane, record: KafkaRecord) -> ReceivedMessage:

@@ -11,6 +11,11 @@ client's send core and transactional producer, so messages and transactions of b
 share one wire format, one set of system topics and one coordinator. Timer messages
 (``delivery_timestamp``, up to 40 days) and ``recall_message`` ride on the schedule forwarder.
 
+A FIFO consumer group (adapter extension, RocketMQ's FIFO group attribute) is
+``adapter.v5.fifo_consumer.FifoSimpleConsumer``: the ``SimpleConsumer`` API on a classic Kafka
+consumer group, one message at a time per message group: ``fifo_consumer`` (the class),
+``fifo_reader`` (its Kafka consumer and poll thread) and ``fifo_book`` (the pure order book).
+
 Known gaps: no lite clients; no namespaces. Each module lists its own differences.
 """
 

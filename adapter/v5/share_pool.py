@@ -112,6 +112,9 @@ class SharePool:
 
     # -- what the consumer asks -----------------------------------------------------------------
 
+    def check_duration(self, invisible_s: float) -> float:
+        return self.book.check_duration(invisible_s)
+
     def receive(self, max_count: int, invisible_s: float, await_s: float) -> list[Message]:
         """Waiting records first; else polls (a free member) until ``await_s`` has passed, at
         least once."""

@@ -28,8 +28,8 @@ slow receiver's records may go back unseen, and one Kafka fetched as often as th
 delivery count limit allows goes to the dead-letter topic however few times it was shown
 (the reason says so); ``shutdown()`` waits for held messages to be acked or come
 back; the receipt handle does not change on ``change_invisible_duration``; FIFO order is not
-kept; a Kafka consumer group's name (a 2.0 ``PushConsumer``'s) cannot be a
-``SimpleConsumer``'s group.
+kept (a FIFO group's consumer is :class:`~adapter.v5.fifo_consumer.FifoSimpleConsumer`); a
+Kafka consumer group's name (a 2.0 ``PushConsumer``'s) cannot be a ``SimpleConsumer``'s group.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -77,6 +77,20 @@ log = logging.getLogger(__name__)
 _GROUP_PATTERN = "^[%a-zA-Z0-9_-]+$"
 _NEW_TOPIC_GRACE_S = 3.0
 R = TypeVar("R")
+
+
+class Engine(Protocol):
+    """What a consumer receives through: the share pool, or a FIFO group's reader
+    (:class:`~adapter.v5.fifo_reader.FifoReader`)."""
+
+    @property
+    def filtered(self) -> int: ...
+    def check_duration(self, invisible_s: float) -> float: ...
+    def receive(self, max_count: int, invisible_s: float, await_s: float) -> list[Message]: ...
+    def ack(self, message: Message) -> None: ...
+    def change(self, message: Message, invisible_s: float) -> None: ...
+    def forward_to_dead_letters(self, message: Message, why: str) -> None: ...
+    def close(self, *, wait_for_held: bool = True) -> None: ...
 
 
 class SimpleConsumer:
@@ -132,7 +146,7 @@ class SimpleConsumer:
         for topic, expression in (subscription or {}).items():
             self._subscriptions[topic] = self._subscription(topic, expression)
         self._lock = threading.Lock()
-        self._pool: SharePool | None = None
+        self._pool: Engine | None = None
         self._send_back: SendBack | None = None
         self._callbacks: ThreadPoolExecutor | None = None
         self._kafka: KafkaSettings | None = None
@@ -149,31 +163,50 @@ class SimpleConsumer:
         if self._pool is not None:
             return
         kafka = kafka_settings(self._configuration, tls=self._tls)
-        timeout_s = self._timeout_s()
         try:
-            clients.reach(kafka.librdkafka({}), max(timeout_s, 5.0))
-            admin = clients.admin(kafka.librdkafka({}), announce=True)
-            limits = broker_limits(admin, timeout_s)
-            lock_ms = self._choose_lock_ms(limits.min_lock_ms, limits.max_lock_ms)
-            self._max_attempts, count_limit = self._choose_attempts(limits.max_delivery_count)
-            for topic in self._subscriptions:
-                self._require_topic(topic, kafka)
-            other = group_in_the_way(admin, self._group, max(timeout_s, 10.0))
-            if other is not None:
-                raise IllegalStateException(
-                    f"{self} could not start: {self._group!r} is the name of a Kafka consumer "
-                    f"group ({other} protocol: a 2.0 PushConsumer's?), and a SimpleConsumer's "
-                    "share group cannot take it; give the SimpleConsumer another group"
-                )
-            configure_group(
-                admin,
-                self._group,
-                lock_ms=lock_ms,
-                delivery_count_limit=count_limit,
-                timeout_s=max(timeout_s, 10.0),
-            )
+            clients.reach(kafka.librdkafka({}), max(self._timeout_s(), 5.0))
+            self._pool = self._start(kafka, self._timeout_s())
         except (AdapterError, KafkaException) as exc:
             raise IllegalStateException(f"{self} could not start: {exc}") from exc
+
+    def _start(self, kafka: KafkaSettings, timeout_s: float) -> Engine:
+        """The share group configured (its limits read from the broker), and its pool."""
+        admin = clients.admin(kafka.librdkafka({}), announce=True)
+        limits = broker_limits(admin, timeout_s)
+        lock_ms = self._choose_lock_ms(limits.min_lock_ms, limits.max_lock_ms)
+        self._max_attempts, count_limit = self._choose_attempts(limits.max_delivery_count)
+        for topic in self._subscriptions:
+            self._require_topic(topic, kafka)
+        other = group_in_the_way(admin, self._group, max(timeout_s, 10.0))
+        if other is not None:
+            raise IllegalStateException(
+                f"{self} could not start: {self._group!r} is the name of a Kafka consumer "
+                f"group ({other} protocol: a 2.0 PushConsumer's?), and a SimpleConsumer's "
+                "share group cannot take it; give the SimpleConsumer another group"
+            )
+        configure_group(
+            admin,
+            self._group,
+            lock_ms=lock_ms,
+            delivery_count_limit=count_limit,
+            timeout_s=max(timeout_s, 10.0),
+        )
+        pool = SharePool(
+            kafka=kafka, group=self._group, client_id=self._client_id, lock_ms=lock_ms,
+            max_attempts=self._max_attempts, delivery_limit=count_limit,
+            max_consumers=self._max_consumers,
+            send_back=self._begin(kafka, timeout_s), filters=self._filters, timeout_s=timeout_s,
+            clock=self._clock,
+        )  # fmt: skip
+        log.info(
+            "%s started (Kafka at %s, lock %d ms, max attempts %d)",
+            self, kafka.bootstrap_servers, lock_ms, self._max_attempts,
+            extra={"group": self._group},
+        )  # fmt: skip
+        return pool
+
+    def _begin(self, kafka: KafkaSettings, timeout_s: float) -> SendBack:
+        """Keep ``kafka``; make the dead-letter send-back and the ``_async`` calls' threads."""
         self._kafka = kafka
         self._send_back = SendBack(
             ConsumerConfig(
@@ -184,18 +217,7 @@ class SimpleConsumer:
             )
         )
         self._callbacks = ThreadPoolExecutor(32, thread_name_prefix="v5-simple-consumer")
-        self._pool = SharePool(
-            kafka=kafka, group=self._group, client_id=self._client_id, lock_ms=lock_ms,
-            max_attempts=self._max_attempts, delivery_limit=count_limit,
-            max_consumers=self._max_consumers,
-            send_back=self._send_back, filters=self._filters, timeout_s=timeout_s,
-            clock=self._clock,
-        )  # fmt: skip
-        log.info(
-            "%s started (Kafka at %s, lock %d ms, max attempts %d)",
-            self, kafka.bootstrap_servers, lock_ms, self._max_attempts,
-            extra={"group": self._group},
-        )  # fmt: skip
+        return self._send_back
 
     def shutdown(self, *, wait_for_held: bool = True) -> None:
         """Stop: wait until every received message is acked or back in the group (at most
@@ -241,7 +263,7 @@ class SimpleConsumer:
             raise IllegalArgumentException("There is no topic to receive message")
         if max_message_num <= 0:
             raise IllegalArgumentException("max_message_num must be greater than 0")
-        invisible = pool.book.check_duration(invisible_duration)
+        invisible = pool.check_duration(invisible_duration)
         return pool.receive(max_message_num, invisible, float(self._await_duration))
 
     def ack(self, message: Message) -> None:
@@ -318,14 +340,14 @@ class SimpleConsumer:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _open(self, why: str) -> SharePool:
+    def _open(self, why: str) -> Engine:
         """The pool, also while ``shutdown()`` waits for received messages to be settled."""
         pool = self._pool
         if pool is None:
             raise IllegalStateException(why)
         return pool
 
-    def _running(self, why: str) -> SharePool:
+    def _running(self, why: str) -> Engine:
         pool = self._pool
         if pool is None or self._had_shutdown:
             raise IllegalStateException(why)

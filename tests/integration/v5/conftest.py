@@ -30,18 +30,21 @@ LOCK_S = 15
 def make_simple_consumer(system_topics: str) -> Iterator[MakeSimpleConsumer]:
     """Factory: ``make_simple_consumer(group, {topic: FilterExpression(...)}, **extensions)``,
     a started 5.x ``SimpleConsumer`` on the test broker (share group lock 15 s, long polling
-    2 s), shut down after the test unless the test did."""
+    2 s), shut down after the test unless the test did; ``kind=FifoSimpleConsumer`` for a FIFO
+    group's."""
     consumers: list[SimpleConsumer] = []
 
     def make(
         group: str,
         subscription: dict[str, FilterExpression],
         await_duration: float = 2,
+        *,
+        kind: type[SimpleConsumer] = SimpleConsumer,
         **extensions: Any,
     ) -> SimpleConsumer:
         config = ClientConfiguration(system_topics, Credentials())
         extensions.setdefault("lock_duration", LOCK_S)
-        consumer = SimpleConsumer(config, group, subscription, await_duration, **extensions)
+        consumer = kind(config, group, subscription, await_duration, **extensions)
         consumer.startup()
         consumers.append(consumer)
         return consumer
