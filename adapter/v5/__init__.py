@@ -14,7 +14,8 @@ share one wire format, one set of system topics and one coordinator. Timer messa
 A FIFO consumer group (adapter extension, RocketMQ's FIFO group attribute) is
 ``adapter.v5.fifo_consumer.FifoSimpleConsumer``: the ``SimpleConsumer`` API on a classic Kafka
 consumer group, one message at a time per message group: ``fifo_consumer`` (the class),
-``fifo_reader`` (its Kafka consumer and poll thread) and ``fifo_book`` (the pure order book).
+``fifo_reader`` (its Kafka consumer and poll thread), ``fifo_book`` (the pure order book) and
+``fifo_note`` (what a partition's next owner is told in the commit's metadata).
 
 Known gaps: no lite clients; no namespaces. Each module lists its own differences.
 """

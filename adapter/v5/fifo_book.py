@@ -18,9 +18,12 @@ never passes an un-acked record.
 Pure: no Kafka, time from an injected :class:`~adapter.clock.Clock`; not thread-safe (the shell
 holds a lock around it).
 
-Known gaps: attempts live in this book only (a partition that moves to another consumer
-starts its records at attempt 1 there); the receipt handle does not change on
-:meth:`FifoBook.change`.
+A partition that moves to another consumer carries its state in the commit's metadata:
+:meth:`FifoBook.note` writes it, :meth:`FifoBook.restore` reads it (:mod:`adapter.v5.fifo_note`).
+
+Known gaps: the receipt handle does not change on :meth:`FifoBook.change`; a record dead on
+a partition's restore goes to the dead letters at once (its last invisible duration may not
+have ended).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Generic, TypeVar
 from adapter.clock import Clock
 from adapter.consumer.offsets import PartitionOffsets
 from adapter.v5.exception import BadRequestException
+from adapter.v5.fifo_note import Carried, decode, encode
 from adapter.v5.invisibility import ILLEGAL_INVISIBLE_TIME, INVALID_RECEIPT_HANDLE
 
 __all__ = ["MAX_INVISIBLE_S", "Entry", "FifoBook", "Handed", "State"]
@@ -67,6 +71,8 @@ class Entry(Generic[T]):
     deadline: float | None = None
     reason: str = ""
     """Why it is dead."""
+    not_before: float | None = None
+    """Held by the partition's previous owner until then (monotonic): not handed out before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,14 @@ class _Partition(Generic[T]):
     entries: dict[int, Entry[T]] = field(default_factory=dict)
     """The records not done, by offset, in offset order."""
     offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
+    done_ahead: set[int] = field(default_factory=set)
+    """Offsets past the committable one that are done (for the next owner)."""
+    carried: Carried = field(default_factory=Carried)
+    """What the previous owner's note said, applied as the records arrive."""
+    confirmed: tuple[int, str] | None = None
+    """The position and note Kafka last confirmed."""
+    start: int | None = None
+    """The committed position it was assigned at (the committable one until a record comes)."""
 
 
 class FifoBook(Generic[T]):
@@ -124,12 +138,33 @@ class FifoBook(Generic[T]):
         part = self._parts.setdefault(partition, _Partition())
         if part.offsets.track(offset):
             self._forget(part)
-        part.entries[offset] = Entry(partition, offset, group, record)
+        entry = part.entries[offset] = Entry(partition, offset, group, record)
+        if offset in part.carried.done:
+            self._finish(entry)  # acked at the previous owner, past its commit
+            return
+        used, until_ms = part.carried.used.get(offset, (0, None))
+        if used >= self._max_attempts:
+            self._die(entry, used)
+            return
+        entry.attempt = used + 1
+        if until_ms is not None and until_ms > self._clock.now_ms():
+            entry.not_before = self._clock.monotonic() + (until_ms - self._clock.now_ms()) / 1000
+
+    def restore(self, partition: Hashable, position: int, note: str | None) -> None:
+        """The partition is assigned at committed ``position`` with the previous owner's
+        ``note`` (:mod:`adapter.v5.fifo_note`): its acks, attempts and invisible durations
+        apply to the records as they are added."""
+        part = self._parts.setdefault(partition, _Partition())
+        part.carried = decode(position, note)
+        part.start = position
+        part.confirmed = (position, note or "")
 
     def passed(self, partition: Hashable, offset: int) -> None:
         """A record fetched and done at once (one the subscription's filter does not take)."""
         self.add(partition, offset, None, None)  # type: ignore[arg-type]
-        self._finish(self._parts[partition].entries[offset])
+        entry = self._parts[partition].entries.get(offset)
+        if entry is not None:
+            self._finish(entry)
 
     # -- handing out ------------------------------------------------------------------------
 
@@ -144,7 +179,7 @@ class FifoBook(Generic[T]):
             return []
         self._turn = (self._turn + 1) % len(parts)
         parts = parts[self._turn :] + parts[: self._turn]
-        ready = [_ready(part) for _key, part in parts]
+        ready = [_ready(part, now) for _key, part in parts]
         out: list[Handed[T]] = []
         while len(out) < max_count and ready:
             for candidates in list(ready):
@@ -228,18 +263,47 @@ class FifoBook(Generic[T]):
         """The offset Kafka may commit for ``partition``: its first record not done, or one
         past the last added when all are; ``None`` when nothing was added (or it was dropped)."""
         part = self._parts.get(partition)
-        return None if part is None else part.offsets.position
+        if part is None:
+            return None
+        return part.start if part.offsets.position is None else part.offsets.position
 
-    def to_commit(self, partition: Hashable) -> int | None:
-        """:meth:`committable`, if it differs from what Kafka last confirmed."""
+    def to_commit(self, partition: Hashable) -> tuple[int, str] | None:
+        """:meth:`committable` and its :meth:`note`, if they differ from what Kafka last
+        confirmed."""
         part = self._parts.get(partition)
-        return None if part is None else part.offsets.take_commit()
+        position = self.committable(partition)
+        if part is None or position is None:
+            return None
+        pair = (position, self.note(partition))
+        return None if pair == part.confirmed else pair
 
-    def committed(self, partition: Hashable, offset: int) -> None:
-        """Kafka confirmed a commit of ``offset`` for ``partition``."""
+    def committed(self, partition: Hashable, offset: int, note: str) -> None:
+        """Kafka confirmed a commit of ``offset`` with ``note`` for ``partition``."""
         part = self._parts.get(partition)
         if part is not None:
-            part.offsets.committed(offset)
+            part.confirmed = (offset, note)
+
+    def note(self, partition: Hashable) -> str:
+        """What the partition's next owner needs beyond the committable offset: the records
+        done past it, the attempts used and the invisible durations of those not done."""
+        part = self._parts.get(partition)
+        position = self.committable(partition)
+        if part is None or position is None:
+            return ""
+        part.done_ahead = {o for o in part.done_ahead if o >= position}
+        now, now_ms = self._clock.monotonic(), self._clock.now_ms()
+        fetched_up_to = part.offsets.fetched_up_to or position
+        states = [(o, u, t) for o, (u, t) in part.carried.used.items() if o >= fetched_up_to]
+        for entry in part.entries.values():
+            until = entry.deadline if entry.state is State.HELD else entry.not_before
+            used = {State.WAITING: entry.attempt - 1, State.DEAD: self._max_attempts}.get(
+                entry.state, entry.attempt
+            )
+            if used or until is not None:
+                held_ms = None if until is None else now_ms + round((until - now) * 1000)
+                states.append((entry.offset, used, held_ms))
+        done = part.done_ahead | {o for o in part.carried.done if o >= fetched_up_to}
+        return encode(position, done, states)
 
     def partitions(self) -> list[Hashable]:
         return list(self._parts)
@@ -254,8 +318,16 @@ class FifoBook(Generic[T]):
         return len(self._handles)
 
     def next_deadline(self) -> float | None:
-        """The earliest deadline of a held record (monotonic), or ``None``."""
-        return min((e.deadline for e in self._handles.values() if e.deadline), default=None)
+        """The earliest deadline of a held record, or end of a previous owner's hold
+        (monotonic), or ``None``."""
+        times = [e.deadline for e in self._handles.values() if e.deadline is not None]
+        times += [
+            e.not_before
+            for part in self._parts.values()
+            for e in part.entries.values()
+            if e.not_before is not None and e.state is State.WAITING
+        ]
+        return min(times, default=None)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -279,19 +351,20 @@ class FifoBook(Generic[T]):
             del self._handles[handle]
             entry.handle, entry.deadline = None, None
             if entry.attempt >= self._max_attempts:
-                entry.state = State.DEAD
-                entry.reason = (
-                    f"delivered {entry.attempt} times without an ack "
-                    f"(max attempts {self._max_attempts})"
-                )
+                self._die(entry, entry.attempt)
             else:
                 entry.state = State.WAITING
                 entry.attempt += 1
+
+    def _die(self, entry: Entry[T], used: int) -> None:
+        entry.state, entry.attempt = State.DEAD, used
+        entry.reason = f"delivered {used} times without an ack (max attempts {self._max_attempts})"
 
     def _finish(self, entry: Entry[T]) -> None:
         part = self._parts[entry.partition]
         del part.entries[entry.offset]
         part.offsets.ack(entry.offset)
+        part.done_ahead.add(entry.offset)
         if entry.handle is not None:
             self._handles.pop(entry.handle, None)
         entry.state, entry.handle, entry.deadline = State.DONE, None, None
@@ -304,16 +377,16 @@ class FifoBook(Generic[T]):
         part.entries.clear()
 
 
-def _ready(part: _Partition[T]) -> Iterator[Entry[T]]:
+def _ready(part: _Partition[T], now: float) -> Iterator[Entry[T]]:
     """The waiting records of a partition that no earlier record of their group holds back,
-    in offset order."""
+    in offset order (not one its previous owner still holds)."""
     blocked: set[str] = set()
     for entry in list(part.entries.values()):
         if entry.group is not None:
             if entry.group in blocked:
                 continue
             blocked.add(entry.group)
-        if entry.state is State.WAITING:
+        if entry.state is State.WAITING and (entry.not_before or 0.0) <= now:
             yield entry
 
 

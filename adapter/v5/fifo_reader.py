@@ -13,11 +13,18 @@ pauses a partition with more than ``max_unfinished`` records not done (until hal
 moves dead records to ``%DLQ%<group>`` through the 2.0 consumer's send-back. Every call on
 the Kafka consumer is made on the poll thread.
 
+A partition's commit carries, in its metadata, what the next owner needs (acks past the
+position, attempts, invisible durations: :mod:`adapter.v5.fifo_note`); a newly assigned
+partition reads it back (:meth:`FifoBook.restore <adapter.v5.fifo_book.FifoBook.restore>`).
+
 Known gaps: an ack returns before its commit reaches Kafka (at most a poll turn later), so
-a crash just after it delivers the message again; a revoked partition's records held by the
-application are delivered by the new owner at once (their handles here become invalid), and
-acked records past an un-acked one of the same partition are delivered again there (Kafka
-keeps one position per partition); attempts restart at 1 on the new owner.
+a crash just after it delivers the message again; a consumer that loses its partitions
+without committing (its session ended) leaves the last note it committed; a message the
+application holds when its partition is revoked can no longer be acked (its handle is
+invalid) and comes back from the new owner once its invisible duration ends; a partition
+holding ``max_unfinished`` records not done is paused, so a message group failing that long
+holds back the groups behind it in its partition; the group's name must not be a share
+group's (a ``SimpleConsumer``'s).
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ Key = tuple[str, int]
 POLL_S = 0.1
 COMMIT_EVERY_S = 1.0
 RETRY_DEAD_LETTER_S = 1.0
+NOTE_WAIT_S = 10.0
+"""How long a newly assigned partition's committed note is waited for."""
 CLOSE_WAIT_S = 30.0
 """How long ``close`` waits for held messages to be acked or come back, at most."""
 
@@ -89,6 +98,8 @@ class FifoReader:
         self._assigned: set[Key] = set()
         self._paused: set[Key] = set()
         self._commit_wanted = False
+        self._sent: dict[Key, tuple[int, str]] = {}
+        """The position and note last sent to Kafka for each partition."""
         self._last_commit = clock.monotonic()
         self._dead_retry_at: dict[tuple[Key, int], float] = {}
         self._fatal: KafkaError | None = None
@@ -273,7 +284,20 @@ class FifoReader:
     # -- assignment and commits -----------------------------------------------------------------
 
     def _on_assign(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Take the partitions, with what their previous owner left in its commit's metadata
+        (:mod:`adapter.v5.fifo_note`; without it, acked records past the position come again
+        and attempts start at 1)."""
+        try:
+            committed = (
+                self._client.committed(partitions, timeout=NOTE_WAIT_S) if partitions else []
+            )
+        except KafkaException as exc:
+            log.warning("group %s: committed offsets unreadable (%s)", self._group, exc)
+            committed = []
         with self._lock:
+            for tp in committed:
+                if tp.error is None and tp.offset >= 0 and tp.metadata:
+                    self.book.restore((tp.topic, tp.partition), tp.offset, tp.metadata)
             self._assigned.update((tp.topic, tp.partition) for tp in partitions)
         log.info("group %s assigned %s", self._group, _describe(partitions))
 
@@ -298,6 +322,7 @@ class FifoReader:
                     )  # fmt: skip
                 self._assigned.discard(key)
                 self._paused.discard(key)
+                self._sent.pop(key, None)
             self._wake.notify_all()
 
     def _commit(self, keys: list[Key] | None, *, synchronous: bool) -> None:
@@ -305,9 +330,10 @@ class FifoReader:
         with self._lock:
             self._commit_wanted = False
             for key in cast(list[Key], self.book.partitions()) if keys is None else keys:
-                position = self.book.to_commit(key)
-                if position is not None:
-                    offsets.append(TopicPartition(key[0], key[1], position))
+                pair = self.book.to_commit(key)
+                if pair is not None:
+                    self._sent[key] = pair
+                    offsets.append(TopicPartition(key[0], key[1], pair[0], metadata=pair[1]))
         commit_positions(
             self._client, offsets, synchronous=synchronous, on_commit=self._on_commit,
             group=self._group,
@@ -322,8 +348,10 @@ class FifoReader:
             return
         with self._lock:
             for tp in partitions:
-                if tp.error is None and tp.offset >= 0:
-                    self.book.committed((tp.topic, tp.partition), tp.offset)
+                key = (tp.topic, tp.partition)
+                sent = self._sent.get(key)
+                if tp.error is None and sent is not None and sent[0] == tp.offset:
+                    self.book.committed(key, *sent)
 
     def _finish(self) -> None:
         try:

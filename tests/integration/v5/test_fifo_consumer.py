@@ -3,7 +3,7 @@ message of group A not acked at its first delivery; B and C go on and complete m
 rest comes only after the lapsed one came back (attempt 2) and was acked; a second consumer of
 the group started midway takes partitions, and each group's order still holds; a message past
 its max attempts goes to the dead-letter topic and its group goes on; a 2.0 sharding key is a
-message group too."""
+message group too; a queue's next consumer keeps its acks, attempts and invisible durations."""
 
 from __future__ import annotations
 
@@ -201,3 +201,31 @@ def test_a_2_0_sharding_key_is_the_message_group_of_its_messages(
     assert bytes(after.body).decode() == bytes(first[0].body).decode().replace("/0", "/1")
     consumer.ack(first[1])
     consumer.ack(after)
+
+
+def test_the_next_consumer_of_a_queue_keeps_its_acks_attempts_and_invisible_durations(
+    new_topic: Callable[..., str],
+    make_v5_producer: Callable[..., Producer],
+    make_simple_consumer: MakeSimpleConsumer,
+    new_group: Callable[[], str],
+) -> None:
+    topic, group = new_topic(1), new_group()
+    send(make_v5_producer(), topic, ("A", "B"), range(2))
+    first = fifo_consumer(make_simple_consumer, group, topic)
+    log = Log()
+    held_until = time.monotonic() + INVISIBLE_S
+    wait_until(lambda: receive_and_ack(first, log, keep=lambda body, _a: body == "A/0"), timeout=30)
+    wait_until(lambda: receive_and_ack(first, log), timeout=30, what="B/1")
+    assert [body for body, _attempt in log.deliveries] == ["A/0", "B/0", "B/1"]
+    second = fifo_consumer(make_simple_consumer, group, topic)
+
+    first.shutdown(wait_for_held=False)  # A/0 still held: its queue goes to the second
+
+    [again] = wait_until(lambda: second.receive(8, INVISIBLE_S), timeout=60, what="A/0 again")
+    assert (bytes(again.body), again.delivery_attempt) == (b"A/0", 2)
+    assert time.monotonic() >= held_until - 0.5, "shown before its invisible duration ended"
+    second.ack(again)
+    [after] = wait_until(lambda: second.receive(8, INVISIBLE_S), timeout=30, what="A/1")
+    assert (bytes(after.body), after.delivery_attempt) == (b"A/1", 1)
+    second.ack(after)
+    assert second.receive(8, INVISIBLE_S) == []  # B/0 and B/1 were acked: not delivered again

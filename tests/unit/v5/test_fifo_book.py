@@ -20,7 +20,8 @@ from hypothesis.stateful import (
 
 from adapter.clock import ManualClock
 from adapter.v5.exception import BadRequestException
-from adapter.v5.fifo_book import FifoBook, State
+from adapter.v5.fifo_book import FifoBook, Handed, State
+from adapter.v5.fifo_note import MAX_CHARS, Carried, decode, encode
 from adapter.v5.invisibility import ILLEGAL_INVISIBLE_TIME, INVALID_RECEIPT_HANDLE
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,6 +38,16 @@ def book_with(*groups: str | None, clock: ManualClock, max_attempts: int = 3) ->
 
 def records(entries: list) -> list[str]:
     return [entry.record for entry in entries]
+
+
+def a0_held_and_group_b_acked(clock: ManualClock) -> tuple[FifoBook[str], Handed[str]]:
+    """A book of A0, A1, B2, B3 whose A0 is held (5 s) and whose group B is acked."""
+    book = book_with("A", "A", "B", "B", clock=clock)
+    a0, b2 = book.take(10, 5)
+    book.ack(b2.handle)
+    [b3] = book.take(10, 5)
+    book.ack(b3.handle)
+    return book, a0
 
 
 def test_a_message_group_gives_its_next_record_only_once_the_one_before_is_acked() -> None:
@@ -59,11 +70,7 @@ def test_records_without_a_message_group_are_handed_out_together() -> None:
 
 def test_a_lapsed_record_comes_back_first_with_attempt_two_and_holds_back_only_its_group() -> None:
     clock = ManualClock()
-    book = book_with("A", "A", "B", "B", clock=clock)
-    a0, b2 = book.take(10, 5)
-    book.ack(b2.handle)
-    [b3] = book.take(10, 5)
-    book.ack(b3.handle)
+    book, a0 = a0_held_and_group_b_acked(clock)
 
     clock.advance(5_000)
 
@@ -152,6 +159,43 @@ def test_a_filtered_record_is_done_at_once_and_commits_move_past_it() -> None:
     assert book.take(10, 5) == []
 
 
+def test_the_next_owner_of_a_partition_keeps_its_acks_attempts_and_invisible_durations() -> None:
+    clock = ManualClock()
+    before, _a0 = a0_held_and_group_b_acked(clock)
+    position, note = before.committable(P), before.note(P)
+    after: FifoBook[str] = FifoBook(clock, 3)
+
+    after.restore(P, position, note)
+    for offset, group in enumerate(["A", "A", "B", "B"]):
+        after.add(P, offset, group, f"{group}{offset}")
+
+    assert (position, after.take(10, 5)) == (0, [])  # A0 is still held; B2 and B3 are done
+    clock.advance(5_000)
+    [again] = after.take(10, 5)
+    assert (again.record, again.attempt) == ("A0", 2)
+    after.ack(again.handle)
+    [a1] = after.take(10, 5)
+    after.ack(a1.handle)
+    assert after.committable(P) == 4
+
+
+def test_a_note_says_the_done_offsets_and_attempts_relative_to_the_position() -> None:
+    note = encode(100, [102, 103, 104, 107], [(100, 2, None), (101, 1, 1_700_000_000_000)])
+
+    assert note == "f1|2-4,7|0=2,1=1@1700000000000"
+    carried = decode(100, note)
+    assert carried.done == {102, 103, 104, 107}
+    assert carried.used == {100: (2, None), 101: (1, 1_700_000_000_000)}
+    assert decode(5, "not a note") == decode(5, "f1|x|") == decode(5, "") == Carried()
+
+
+def test_a_note_too_long_loses_its_last_items() -> None:
+    note = encode(0, range(1, 4000, 2), [])
+
+    assert len(note) <= MAX_CHARS
+    assert decode(0, note).done == set(range(1, 2 * len(decode(0, note).done), 2))
+
+
 # -- the model ---------------------------------------------------------------------------------
 
 MAX_ATTEMPTS = 3
@@ -165,6 +209,8 @@ class Rec:
     state: str = "waiting"
     attempt: int = 0
     """The last attempt handed out (0: never)."""
+    not_before: float = 0.0
+    """Held by the partition's previous owner until then."""
 
 
 @dataclass
@@ -209,7 +255,7 @@ class FifoBookMachine(RuleBasedStateMachine):
                     if rec.group in blocked:
                         continue
                     blocked.add(rec.group)
-                if rec.state == "waiting":
+                if rec.state == "waiting" and rec.not_before <= self.clock.monotonic():
                     out.add(key)
         return out
 
@@ -298,22 +344,31 @@ class FifoBookMachine(RuleBasedStateMachine):
 
     @rule(p=st.sampled_from(PARTITIONS))
     def rebalance(self, p: int) -> None:
-        """The partition is revoked and assigned again: fetched anew from its committed offset,
-        acked records past it included (Kafka keeps one position per partition)."""
-        start = self.book.committable(p)
+        """The partition is revoked and assigned again (to this or another consumer): fetched
+        anew from its committed offset, with the note committed along; acks, attempts and
+        invisible durations carry over."""
+        self.lapse()
+        start, note = self.book.committable(p), self.book.note(p)
         self.book.drop(p)
+        now = self.clock.monotonic()
         for handle, held in list(self.held.items()):
-            if held.key[0] == p:
-                del self.held[handle]
+            if held.key[0] != p:
+                continue
+            del self.held[handle]
+            rec = self.recs[held.key]
+            if rec.attempt >= MAX_ATTEMPTS:
+                rec.state = "dead"
+            else:
+                rec.state = "waiting"
+                rec.not_before = now + round((held.deadline - now) * 1000) / 1000
         if start is None:
             return
+        self.book.restore(p, start, note)
         for key in sorted(k for k in self.recs if k[0] == p):
             if key[1] < start:
                 assert self.recs[key].state == "done", f"{key} was committed but not done"
                 continue
-            group = self.recs[key].group
-            self.recs[key] = Rec(group)
-            self.book.add(p, key[1], group, key)
+            self.book.add(p, key[1], self.recs[key].group, key)
 
     # -- invariants -------------------------------------------------------------------------
 
