@@ -54,7 +54,12 @@ __all__ = ["SharePool", "next_to_poll"]
 
 log = logging.getLogger(__name__)
 
-POLL_SLICE_S = 1.0
+POLL_SLICE_S = 0.02
+"""The longest one member's poll blocks a receive. A member whose fetch has nothing for it
+waits out its whole poll while another member could hand records out at once: with a push
+consumer acking one batch while it asks for the next, a 1 s slice made every receive wait
+about 1 s (send to listener through the proxy p50 4-7 s; 0.1 s: 170 ms; 0.02 s: 41 ms, p99
+99 ms, BENCHMARKS.md 2026-11-26). librdkafka's fetch goes on in the background meanwhile."""
 CONSUMER_GROUP_NOT_FOUND = 40403
 """The 5.x protocol's ``Code.CONSUMER_GROUP_NOT_FOUND``."""
 _LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
