@@ -49,8 +49,13 @@ started JVMs run cold (RocketMQ's first thousand transactions ran at a third of 
   join; neither is in the rate. Long polls: 2 s on the adapter, 5 s on RocketMQ (its proxy's
   least); they only wait once the topic is drained.
 
-``--workloads simple`` (or any of transactions, normal, delays, simple, seed) runs only those, on
-both sides; ``--simple N`` sets S.
+- 5.x PushConsumer: a consumer started first (one untimed message must reach its listener),
+  then P messages (default 2,000, 100 B) at 200/s from 8 threads with ``Producer.send``: send
+  to listener p50 / p99 / max ms, lost, duplicates (``bench/push_consumer.py``; RocketMQ and the
+  proxy: the official ``PushConsumer``; the adapter: ``adapter.v5.PushConsumer``).
+
+``--workloads simple`` (or any of transactions, normal, delays, simple, push, seed) runs only
+those, on both sides; ``--simple N`` sets S.
 
 The table (workload | RocketMQ | adapter | proxy | adapter/RocketMQ | proxy/RocketMQ, with the
 better direction; ``--only rocketmq|adapter|proxy`` fills one column) goes to the terminal
@@ -166,6 +171,14 @@ def _delayed(d: Delayed | None) -> str:
     text = _latency(d.lateness) if d.lateness else "nothing received"
     text += f"; {d.early} early, {d.lost} lost"
     return text + (f", {d.duplicates} duplicates" if d.duplicates else "")
+
+
+def _pushed(pushed: Any) -> str:
+    if pushed is None:
+        return "failed"
+    text = _latency(pushed.latency) if pushed.latency else "nothing received"
+    text += f"; {pushed.lost} lost"
+    return text + (f", {pushed.duplicates} duplicates" if pushed.duplicates else "")
 
 
 def _delay_ratio(ours: Delayed | None, theirs: Delayed | None) -> str:
@@ -323,6 +336,18 @@ def _lines(sizes: Sizes) -> list[Line]:
                 threads,
             )
         )
+    if "push" in wanted:
+        out.append(
+            Line(
+                "push",
+                f"5.x PushConsumer, send to listener, paced {sizes.push_pace:,.0f}/s "
+                f"({sizes.push:,}, 100 B): p50 / p99 / max ms",
+                lambda f, _k: _pushed(f.push),
+                lambda o, t, _k: _lower(
+                    o.push.latency if o.push else None, t.push.latency if t.push else None
+                ),
+            )
+        )
     for interval, label in (
         (DEFAULT_CHECK_INTERVAL_MS, "default check interval (30 s)"),
         (FAST_CHECK_INTERVAL_MS, "check interval 1 s"),
@@ -337,7 +362,7 @@ def _lines(sizes: Sizes) -> list[Line]:
                     interval,
                 )
             )
-    for workload in (w for w in WORKLOADS if w in wanted and w not in ("simple", "seed")):
+    for workload in (w for w in WORKLOADS if w in wanted and w != "seed"):
         out.append(
             Line(
                 workload,

@@ -45,6 +45,7 @@ from bench.common import (
     reader_of_new_topic,
 )
 from bench.delay import SCHEDULE, Forwarder, due_times, schedule_end_offsets
+from bench.push_consumer import run_push
 from bench.rocketmq_figures import (
     DEFAULT_CHECK_INTERVAL_MS,
     FAST_CHECK_INTERVAL_MS,
@@ -304,6 +305,15 @@ def simple(bootstrap: str, sizes: Sizes, figures: Figures) -> None:
     simple_runs(sizes, figures, drain)
 
 
+def push(bootstrap: str, sizes: Sizes, figures: Figures) -> None:
+    """``adapter.v5.PushConsumer``, send to listener (``bench.push_consumer``)."""
+    from adapter import v5
+
+    topic = new_topic(bootstrap, 4, "Push")
+    configuration = v5.ClientConfiguration(bootstrap, v5.Credentials())
+    figures.push = run_push(v5, configuration, topic, f"GID_{topic}", sizes.push, sizes.push_pace)
+
+
 class SeedProducer:
     """The seed's local transaction and check-back, on the drop-in ``TransactionMQProducer``."""
 
@@ -381,6 +391,7 @@ def run(sizes: Sizes, figures: Figures) -> None:
             "normal": lambda: normal_sends(bootstrap, sizes, figures),
             "delays": lambda: delays(bootstrap, sizes, figures),
             "simple": lambda: simple(bootstrap, sizes, figures),
+            "push": lambda: push(bootstrap, sizes, figures),
         }
         if coordinator is not None:
             runs["transactions"] = lambda c=coordinator: transactions(bootstrap, c, sizes, figures)

@@ -47,6 +47,7 @@ from rocketmq import (
 )
 
 from bench.common import ChildRun, rate
+from bench.push_consumer import run_push
 from bench.rocketmq_figures import (
     DEFAULT_CHECK_INTERVAL_MS,
     FAST_CHECK_INTERVAL_MS,
@@ -115,6 +116,9 @@ def delay_topic(name: str) -> Topic:
     return Topic("BenchDelay" + name.replace(" ", ""), "DELAY")
 
 
+PUSH = Topic("BenchPush", "NORMAL")
+
+
 def group_of(topic: Topic) -> str:
     return f"GID_{topic.name}"
 
@@ -123,7 +127,7 @@ def all_topics(sizes: Sizes) -> list[Topic]:
     delays = [delay_topic(delay_name(d, p)) for d in sizes.delays_s for p in (False, True)]
     seeds = [seed_topic(i, run) for i in SEED_INTERVALS for run in range(1, sizes.seed_runs + 1)]
     simple = [simple_topic(phase) for phase, *_ in simple_phases(sizes)]
-    return [TX_WARM, TX_LOAD, TX_PACED, NORMAL, DELAY_WARM, *delays, *simple, *seeds]
+    return [TX_WARM, TX_LOAD, TX_PACED, NORMAL, DELAY_WARM, *delays, *simple, PUSH, *seeds]
 
 
 def quiet_client_log(path: Path = CLIENT_LOG) -> None:
@@ -498,6 +502,16 @@ def simple(server: Target, sizes: Sizes, figures: Figures) -> None:
     simple_runs(sizes, figures, drain_phase)
 
 
+def push(server: Target, sizes: Sizes, figures: Figures) -> None:
+    """The official PushConsumer, send to listener (``bench.push_consumer``)."""
+    import rocketmq
+
+    figures.push = run_push(
+        rocketmq, configuration(server.endpoints), PUSH.name, group_of(PUSH), sizes.push,
+        sizes.push_pace,
+    )  # fmt: skip
+
+
 def seed(
     server: Target,
     check_interval_ms: int,
@@ -561,6 +575,7 @@ def run(server: Target, sizes: Sizes, figures: Figures, receive: Receive | None 
             "normal": lambda: normal_sends(server, sizes, figures),
             "delays": lambda: delays(server, sizes, figures, receive),
             "simple": lambda: simple(server, sizes, figures),
+            "push": lambda: push(server, sizes, figures),
         },
     )
     for interval in SEED_INTERVALS if "seed" in sizes.workloads else ():

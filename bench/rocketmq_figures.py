@@ -45,6 +45,7 @@ WORKLOAD_NAMES = {
     "normal": "normal sync sends",
     "delays": "delayed messages",
     "simple": "5.x SimpleConsumer",
+    "push": "5.x PushConsumer",
     "seed": "seed 004",
 }
 WORKLOADS = tuple(WORKLOAD_NAMES)
@@ -68,6 +69,8 @@ class Sizes:
     seed_runs: int = 3  # per check interval: RocketMQ's duplicates come in some runs, not all
     simple: int = 5_000  # messages pre-filled, then drained by SimpleConsumer.receive + ack
     simple_threads: tuple[int, ...] = (1, 4)  # threads sharing one SimpleConsumer, per phase
+    push: int = 2_000  # messages to a PushConsumer, send to listener, paced
+    push_pace: float = 200.0
     workloads: tuple[str, ...] = WORKLOADS
 
     def quick(self) -> Sizes:
@@ -82,6 +85,7 @@ class Sizes:
             seed_watch_s=5.0,
             seed_runs=1,
             simple=1_000,
+            push=300,
         )
 
 
@@ -270,6 +274,7 @@ class Figures:
     delays: dict[str, Delayed] = field(default_factory=dict)  # "1 s burst", "5 s paced", ...
     seeds: dict[int, list[Seed]] = field(default_factory=dict)  # check interval ms -> runs
     simple: dict[int, Drained] = field(default_factory=dict)  # threads -> the drained topic
+    push: Any = None  # bench.push_consumer.Pushed
     # The serving process's cost per workload (the proxy's column only): CPU ms per message sent,
     # and its VmRSS / VmHWM in KiB after the workload.
     cpu_ms_per_message: dict[str, float] = field(default_factory=dict)

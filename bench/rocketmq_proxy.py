@@ -147,6 +147,8 @@ def messages_sent(workload: str, sizes: Sizes) -> int:
     workload's are each sent and received through it)."""
     if workload == "simple":
         return sum(n for _, n, _ in simple_phases(sizes))
+    if workload == "push":
+        return sizes.push + 1
     return {
         "transactions": sizes.warm_up + sizes.tx_messages + sizes.paced,
         "normal": sizes.warm_up + sizes.normal,
