@@ -10,8 +10,11 @@ act as an escape character: ``%`` becomes ``.25`` and ``|`` becomes ``.7C`` (the
 as in URL encoding). The mapping is reversible and is applied here only. Group ids are
 Kafka-legal as they are and are not encoded.
 
-Known gaps: RocketMQ namespaces (``namespace%topic`` prefixes of 5.x clients) are not
-interpreted; a Kafka topic that holds ``.`` but was not written by the adapter decodes to a
+A RocketMQ namespace (``NamespaceUtil``) prefixes a topic or group as ``<namespace>%<name>``;
+a group's retry and dead-letter topics then read ``%RETRY%<namespace>%<group>``; system topics
+are never prefixed (:func:`with_namespace`, :func:`split_namespace`).
+
+Known gaps: a Kafka topic that holds ``.`` but was not written by the adapter decodes to a
 name RocketMQ itself could not have.
 """
 
@@ -146,6 +149,43 @@ def group_of(topic: str) -> str | None:
 
 def is_retry_topic(topic: str) -> bool:
     return topic.startswith(RETRY_PREFIX)
+
+
+NAMESPACE_SEPARATOR = "%"
+_NAMESPACE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def check_namespace(namespace: str) -> str:
+    """``namespace`` when RocketMQ allows it (letters, digits, ``_``, ``-``; up to 64)."""
+    if not _NAMESPACE.match(namespace):
+        raise InvalidNameError(f"the namespace [{namespace[:70]}] must be 1-64 of ^[a-zA-Z0-9_-]+$")
+    return namespace
+
+
+def with_namespace(namespace: str, name: str) -> str:
+    """``name`` (a topic or group) in ``namespace``: ``<namespace>%<name>``; a retry or
+    dead-letter topic as ``%RETRY%<namespace>%<group>``. No namespace, a system topic or a
+    name already in the namespace is left as it is (RocketMQ's ``wrapNamespace``)."""
+    if not namespace or not name or name in SYSTEM_TOPICS or name.startswith("RMQ_SYS_"):
+        return name
+    prefix = check_namespace(namespace) + NAMESPACE_SEPARATOR
+    for system in (RETRY_PREFIX, DLQ_PREFIX):
+        if name.startswith(system):
+            rest = name[len(system) :]
+            return name if rest.startswith(prefix) else system + prefix + rest
+    return name if name.startswith(prefix) else prefix + name
+
+
+def split_namespace(name: str) -> tuple[str, str]:
+    """``(namespace, name without it)`` of a prefixed name; ``("", name)`` for one without."""
+    for system in (RETRY_PREFIX, DLQ_PREFIX):
+        if name.startswith(system):
+            namespace, plain = split_namespace(name[len(system) :])
+            return namespace, system + plain
+    namespace, sep, plain = name.partition(NAMESPACE_SEPARATOR)
+    if not sep or not plain or not _NAMESPACE.match(namespace):
+        return "", name
+    return namespace, plain
 
 
 def broadcast_group_id(group: str, instance_name: str) -> str:

@@ -72,17 +72,21 @@ class Outbound:
 
 
 def resource_name(resource: Any, what: str = "topic") -> str:
-    """The name of a ``Resource``; a namespace is refused (not supported on Kafka)."""
-    if resource.resource_namespace:
-        raise ProxyError(
-            Code.UNSUPPORTED,
-            f"namespace {resource.resource_namespace!r} of {what} {resource.name!r}: namespaces "
-            "are not supported; leave the client's namespace empty",
-        )
+    """The name of a ``Resource``, in its namespace as RocketMQ names it
+    (``<namespace>%<name>``, :func:`adapter.naming.with_namespace`)."""
     if not resource.name:
         code = Code.ILLEGAL_TOPIC if what == "topic" else Code.BAD_REQUEST
         raise ProxyError(code, f"no {what} name")
-    return str(resource.name)
+    try:
+        return naming.with_namespace(str(resource.resource_namespace), str(resource.name))
+    except InvalidNameError as exc:
+        raise ProxyError(Code.BAD_REQUEST, f"{what} {resource.name!r}: {exc}") from exc
+
+
+def to_resource(name: str) -> Any:
+    """A topic or group name as the protocol's ``Resource``: its namespace apart."""
+    namespace, plain = naming.split_namespace(name)
+    return definition.Resource(name=plain, resource_namespace=namespace)
 
 
 def _topic(message: Any) -> str:
@@ -284,7 +288,7 @@ def to_protocol(received: ReceivedMessage, *, message_type: int) -> Any:
     if group:
         system.message_group = group.decode("utf-8", "replace")
     return definition.Message(
-        topic=definition.Resource(name=received.topic),
+        topic=to_resource(received.topic),
         user_properties=properties,
         system_properties=system,
         body=body,

@@ -36,7 +36,7 @@ from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.proxy.auth import Account, Perm
 from adapter.proxy.codes import Code, ProxyError, status
 from adapter.proxy.config import Address, ProxyConfig
-from adapter.proxy.messages import resource_name
+from adapter.proxy.messages import resource_name, to_resource
 from adapter.proxy.peers import Peers, join, split
 from adapter.proxy.protocol import definition, service
 from adapter.v5 import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
@@ -93,7 +93,7 @@ def to_protocol(message: Message) -> Any:
         system.delivery_timestamp.CopyFrom(_timestamp(message.delivery_timestamp))
         system.message_type = definition.MessageType.DELAY
     return definition.Message(
-        topic=definition.Resource(name=message.topic or ""),
+        topic=to_resource(message.topic or ""),
         user_properties=dict(message.properties),
         system_properties=system,
         body=body,

@@ -58,7 +58,7 @@ class Routes:
         ]
         queues = [
             definition.MessageQueue(
-                topic=definition.Resource(name=topic),
+                topic=request.topic,
                 id=queue,
                 permission=definition.Permission.READ_WRITE,
                 broker=broker,
@@ -77,7 +77,7 @@ class Routes:
         account.require(Perm.SUB, topic=topic, group=group)
         self._partitions(topic)
         queue = definition.MessageQueue(
-            topic=definition.Resource(name=topic),
+            topic=request.topic,
             id=-1,
             permission=definition.Permission.READ_WRITE,
             broker=definition.Broker(name=BROKER_NAME, id=0, endpoints=_endpoints(request, bound)),

@@ -32,6 +32,7 @@ from adapter.proxy import codes
 from adapter.proxy.auth import Account, Authenticator, Perm
 from adapter.proxy.codes import Code, ProxyError
 from adapter.proxy.config import Address
+from adapter.proxy.messages import resource_name
 from adapter.proxy.metrics import ProxyMetrics
 from adapter.proxy.protocol import service
 from adapter.proxy.receives import Received, Receives
@@ -187,7 +188,7 @@ class MessagingService:
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         async def work(_: Mapping[str, str], account: Account) -> Any:
-            account.require(Perm.PUB, topic=str(request.topic.name))
+            account.require(Perm.PUB, topic=resource_name(request.topic))
             await self._blocking(self._transactions.end, request)
             return service.EndTransactionResponse(status=codes.status())
 

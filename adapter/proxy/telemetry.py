@@ -31,6 +31,7 @@ from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
 
+from adapter import naming
 from adapter.delay import DelayLevels
 from adapter.proxy.codes import Code, status
 from adapter.proxy.protocol import definition, service
@@ -144,7 +145,11 @@ class Telemetry:
             settings = command.settings
             topics = set()
             if settings.HasField("publishing"):
-                topics = {t.name for t in settings.publishing.topics if t.name}
+                topics = {
+                    naming.with_namespace(t.resource_namespace, t.name)
+                    for t in settings.publishing.topics
+                    if t.name
+                }
             self._sessions.announce(session, int(settings.client_type), topics)
             if topics:
                 self._on_publishing(topics)

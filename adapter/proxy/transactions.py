@@ -42,7 +42,7 @@ from adapter.message import ReceivedMessage
 from adapter.proxy.codes import Code, ProxyError
 from adapter.proxy.config import ProxyConfig
 from adapter.proxy.handles import TransactionHandle, stable_born_ms
-from adapter.proxy.messages import Outbound, to_protocol
+from adapter.proxy.messages import Outbound, resource_name, to_protocol
 from adapter.proxy.metrics import ProxyMetrics
 from adapter.proxy.protocol import definition, service
 from adapter.proxy.sessions import Sessions
@@ -203,7 +203,7 @@ class Transactions:
         resolution = request.resolution
         if resolution not in _DECISIONS and resolution != 0:
             raise ProxyError(Code.BAD_REQUEST, f"unknown transaction resolution {resolution}")
-        topic = str(request.topic.name)
+        topic = resource_name(request.topic)
         message_id = str(request.message_id)
         if not message_id:
             raise ProxyError(Code.ILLEGAL_MESSAGE_ID, "no message id")

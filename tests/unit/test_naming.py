@@ -82,3 +82,36 @@ def test_group_names_follow_rocketmqs_rules() -> None:
 
 def test_broadcasting_offsets_live_under_the_group_and_instance() -> None:
     assert naming.broadcast_group_id("G1", "DEFAULT") == "G1@DEFAULT"
+
+
+def test_a_namespace_prefixes_topics_and_groups_as_rocketmq_does() -> None:
+    assert naming.with_namespace("shopA", "Orders") == "shopA%Orders"
+    assert naming.with_namespace("shopA", "GID_orders") == "shopA%GID_orders"
+    assert naming.with_namespace("shopA", "%RETRY%GID_o") == "%RETRY%shopA%GID_o"
+    assert naming.with_namespace("shopA", "%DLQ%GID_o") == "%DLQ%shopA%GID_o"
+    assert naming.retry_topic(naming.with_namespace("shopA", "GID_o")) == "%RETRY%shopA%GID_o"
+
+
+def test_no_namespace_a_system_topic_or_a_name_already_in_it_is_left_as_it_is() -> None:
+    assert naming.with_namespace("", "Orders") == "Orders"
+    assert naming.with_namespace("shopA", naming.SCHEDULE_TOPIC) == naming.SCHEDULE_TOPIC
+    assert naming.with_namespace("shopA", "shopA%Orders") == "shopA%Orders"
+
+
+@given(
+    st.text(alphabet="abcXYZ019_-", min_size=1, max_size=64),
+    st.text(alphabet="abcXYZ019_-", min_size=1, max_size=60),
+    st.sampled_from(["", "%RETRY%", "%DLQ%"]),
+)
+def test_a_namespaced_name_splits_back_into_its_namespace_and_name(
+    namespace: str, name: str, prefix: str
+) -> None:
+    wrapped = naming.with_namespace(namespace, prefix + name)
+    assert naming.split_namespace(wrapped) == (namespace, prefix + name)
+    assert naming.split_namespace(prefix + name) == ("", prefix + name)
+
+
+@pytest.mark.parametrize("namespace", ["a b", "x" * 65, "a%b", "a|b"])
+def test_a_namespace_rocketmq_would_refuse_is_refused(namespace: str) -> None:
+    with pytest.raises(InvalidNameError, match="namespace"):
+        naming.with_namespace(namespace, "Orders")

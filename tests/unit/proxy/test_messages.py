@@ -15,7 +15,7 @@ from adapter import properties as prop
 from adapter.message import ReceivedMessage
 from adapter.proxy.codes import Code, ProxyError
 from adapter.proxy.config import ALL_TYPES
-from adapter.proxy.messages import outbound, to_protocol
+from adapter.proxy.messages import outbound, to_protocol, to_resource
 from adapter.proxy.protocol import definition
 
 pytestmark = pytest.mark.timeout(30)
@@ -148,10 +148,18 @@ def test_a_bad_topic_name_is_an_illegal_topic(name: str) -> None:
     assert refused(msg) == Code.ILLEGAL_TOPIC
 
 
-def test_a_namespace_is_not_supported() -> None:
+def test_a_namespaced_message_goes_to_its_namespace_s_topic_and_comes_back_apart() -> None:
     msg = message()
-    msg.topic.resource_namespace = "ns"
-    assert refused(msg) == Code.UNSUPPORTED
+    msg.topic.resource_namespace = "shopA"
+    out = check(msg)
+    assert out.topic == "shopA%Orders"
+    assert to_resource(out.topic) == definition.Resource(name="Orders", resource_namespace="shopA")
+
+
+def test_a_namespace_rocketmq_would_refuse_is_a_bad_request() -> None:
+    msg = message()
+    msg.topic.resource_namespace = "shop A"
+    assert refused(msg) == Code.BAD_REQUEST
 
 
 @given(st.binary(max_size=300))
