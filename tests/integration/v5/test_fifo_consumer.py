@@ -3,7 +3,8 @@ message of group A not acked at its first delivery; B and C go on and complete m
 rest comes only after the lapsed one came back (attempt 2) and was acked; a second consumer of
 the group started midway takes partitions, and each group's order still holds; a message past
 its max attempts goes to the dead-letter topic and its group goes on; a 2.0 sharding key is a
-message group too; a queue's next consumer keeps its acks, attempts and invisible durations."""
+message group too; a queue's next consumer keeps its acks, attempts and invisible durations;
+messages a tag filter skips hold nothing back."""
 
 from __future__ import annotations
 
@@ -229,3 +230,30 @@ def test_the_next_consumer_of_a_queue_keeps_its_acks_attempts_and_invisible_dura
     assert (bytes(after.body), after.delivery_attempt) == (b"A/1", 1)
     second.ack(after)
     assert second.receive(8, INVISIBLE_S) == []  # B/0 and B/1 were acked: not delivered again
+
+
+def test_a_message_the_tag_filter_skips_does_not_hold_back_its_group(
+    new_topic: Callable[..., str],
+    make_v5_producer: Callable[..., Producer],
+    make_simple_consumer: MakeSimpleConsumer,
+    new_group: Callable[[], str],
+) -> None:
+    topic = new_topic(1)
+    producer = make_v5_producer()
+    for i, tag in enumerate(["Paid", "Draft", "Paid", "Draft", "Paid"]):
+        message = Message()
+        message.topic, message.body, message.tag = topic, f"order/{i}".encode(), tag
+        message.message_group = "order"
+        producer.send(message)
+    consumer = make_simple_consumer(
+        new_group(), {topic: FilterExpression("Paid")}, 1, kind=FifoSimpleConsumer
+    )
+    bodies = []
+
+    for _ in range(3):
+        [got] = wait_until(lambda: consumer.receive(8, INVISIBLE_S), timeout=30, what="Paid")
+        bodies.append(bytes(got.body).decode())
+        consumer.ack(got)
+
+    assert bodies == ["order/0", "order/2", "order/4"]
+    assert consumer.filtered == 2
