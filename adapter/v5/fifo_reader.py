@@ -302,38 +302,44 @@ class FifoReader:
         log.info("group %s assigned %s", self._group, _describe(partitions))
 
     def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._commit([(tp.topic, tp.partition) for tp in partitions], synchronous=True)
-        self._forget(partitions)
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        self._commit(keys, synchronous=True, forget=True)
         log.info("group %s revoked %s", self._group, _describe(partitions))
 
     def _on_lost(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
-        self._forget(partitions)
+        with self._wake:
+            self._forget([(tp.topic, tp.partition) for tp in partitions])
         log.warning("group %s lost %s", self._group, _describe(partitions))
 
-    def _forget(self, partitions: list[TopicPartition]) -> None:
-        with self._wake:
-            for tp in partitions:
-                key = (tp.topic, tp.partition)
-                held = self.book.drop(key)
-                if held:
-                    log.info(
-                        "group %s: %d unfinished messages of %s[%d] go to its new owner",
-                        self._group, held, naming.decode(tp.topic), tp.partition,
-                    )  # fmt: skip
-                self._assigned.discard(key)
-                self._paused.discard(key)
-                self._sent.pop(key, None)
-            self._wake.notify_all()
+    def _forget(self, keys: list[Key]) -> None:
+        """Drop the partitions of ``keys``: their handles are invalid (the caller holds the
+        lock)."""
+        for key in keys:
+            held = self.book.drop(key)
+            if held:
+                log.info(
+                    "group %s: %d unfinished messages of %s[%d] go to its new owner",
+                    self._group, held, naming.decode(key[0]), key[1],
+                )  # fmt: skip
+            self._assigned.discard(key)
+            self._paused.discard(key)
+            self._sent.pop(key, None)
+        self._wake.notify_all()
 
-    def _commit(self, keys: list[Key] | None, *, synchronous: bool) -> None:
+    def _commit(self, keys: list[Key] | None, *, synchronous: bool, forget: bool = False) -> None:
+        """Commit the book's position and note of ``keys`` (all: ``None``) that changed; with
+        ``forget``, drop them under the same lock, so that nothing is handed out between the
+        last note and the drop."""
         offsets = []
-        with self._lock:
+        with self._wake:
             self._commit_wanted = False
             for key in cast(list[Key], self.book.partitions()) if keys is None else keys:
                 pair = self.book.to_commit(key)
                 if pair is not None:
                     self._sent[key] = pair
                     offsets.append(TopicPartition(key[0], key[1], pair[0], metadata=pair[1]))
+            if forget and keys is not None:
+                self._forget(keys)
         commit_positions(
             self._client, offsets, synchronous=synchronous, on_commit=self._on_commit,
             group=self._group,

@@ -4,10 +4,12 @@ rest comes only after the lapsed one came back (attempt 2) and was acked; a seco
 the group started midway takes partitions, and each group's order still holds; a message past
 its max attempts goes to the dead-letter topic and its group goes on; a 2.0 sharding key is a
 message group too; a queue's next consumer keeps its acks, attempts and invisible durations;
-messages a tag filter skips hold nothing back."""
+messages a tag filter skips hold nothing back; threads of two consumers keep each group's order."""
 
 from __future__ import annotations
 
+import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -257,3 +259,43 @@ def test_a_message_the_tag_filter_skips_does_not_hold_back_its_group(
 
     assert bodies == ["order/0", "order/2", "order/4"]
     assert consumer.filtered == 2
+
+
+def test_threads_of_two_consumers_that_sometimes_let_a_message_lapse_keep_every_group_in_order(
+    new_topic: Callable[..., str],
+    make_v5_producer: Callable[..., Producer],
+    make_simple_consumer: MakeSimpleConsumer,
+    new_group: Callable[[], str],
+) -> None:
+    topic, group = new_topic(2), new_group()
+    groups = tuple(f"order-{n}" for n in range(4))
+    send(make_v5_producer(), topic, groups, range(8))
+    consumers = [fifo_consumer(make_simple_consumer, group, topic) for _ in range(2)]
+    acked: list[str] = []
+    ack_lock = threading.Lock()
+    deadline = time.monotonic() + 90
+
+    def work(consumer: FifoSimpleConsumer, seed: int) -> None:
+        chance = random.Random(seed)
+        while len(acked) < len(groups) * 8 and time.monotonic() < deadline:
+            for message in consumer.receive(4, 2):
+                if chance.random() < 0.15:
+                    continue  # lapses: back after 2 s with the next attempt
+                with ack_lock:  # an ack and its record together: the log is in ack order
+                    try:
+                        consumer.ack(message)
+                    except BadRequestException:
+                        continue  # its queue moved meanwhile: delivered again there
+                    acked.append(bytes(message.body).decode())
+
+    threads = [
+        threading.Thread(target=work, args=(consumer, seed))
+        for seed, consumer in enumerate(consumers * 2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(100)
+
+    for g in groups:
+        assert [int(b.split("/")[1]) for b in acked if b.startswith(f"{g}/")] == list(range(8))
