@@ -67,6 +67,12 @@ def _option(name: str, help: str, **kwargs: Any) -> Callable[[F], F]:
 )
 @_option("--reuse-port", "Share --listen with other proxies on this host.", is_flag=True)
 @_option(
+    "--fifo-groups",
+    "Consumer groups that keep each message group's order (RocketMQ's consumeMessageOrderly), "
+    "comma-separated.",
+    default="",
+)
+@_option(
     "--peer-listen",
     "Address where the other proxies settle the messages this one handed out (plaintext).",
     default="127.0.0.1:0",
@@ -118,6 +124,9 @@ def proxy_command(**options: Any) -> None:
             stop_timeout_s=options["stop_timeout"],
             max_inflight=options["max_inflight"],
             topic_types=parse_topic_types(options["topic_types"]),
+            fifo_groups=frozenset(
+                g.strip() for g in options["fifo_groups"].split(",") if g.strip()
+            ),
             peer_listen=parse_address(options["peer_listen"]),
             peer_advertise=(
                 parse_address(options["peer_advertise"]) if options["peer_advertise"] else None

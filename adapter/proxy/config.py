@@ -125,6 +125,9 @@ class ProxyConfig:
     transactional_idle_s: float = 300.0
     """A topic's transactional producer with no client left for this long is closed (its
     check-backs go to a proxy that has one)."""
+    fifo_groups: frozenset[str] = frozenset()
+    """Consumer groups that keep each message group's order (RocketMQ's ``consumeMessageOrderly``
+    group attribute), with their namespace if any: ``shopA%GID_orders``."""
     peer_listen: Address = field(default_factory=lambda: parse_address(DEFAULT_PEER_LISTEN))
     """Where the other proxies settle the messages this one handed out (plaintext gRPC)."""
     peer_advertise: Address | None = None

@@ -15,10 +15,12 @@ A Kafka share group settles a record only through the consumer that acquired it,
 handle names the proxy that handed the message out, and an ack, a change or a dead-letter
 forward that reaches another proxy is passed on to it (:mod:`adapter.proxy.peers`).
 
+A FIFO group (``--fifo-groups``, RocketMQ's ``consumeMessageOrderly``) is served by a
+:class:`~adapter.v5.fifo_consumer.FifoSimpleConsumer` instead: the next message of a message
+group only once the one before is acked.
+
 Known gaps: when the proxy stops, the messages its clients hold go back to their groups at
-once (no ack can reach it any more), which may be before their invisible duration. FIFO
-groups are not served yet: a push consumer is told its group is not FIFO, and receives from a
-share group, in no order.
+once (no ack can reach it any more), which may be before their invisible duration.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from adapter.proxy.peers import Peers, join, split
 from adapter.proxy.protocol import definition, service
 from adapter.v5 import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
 from adapter.v5.exception import ClientException
+from adapter.v5.fifo_consumer import FifoSimpleConsumer
 from adapter.v5.filter_expression import FilterType
 from adapter.v5.message import Message
 
@@ -129,7 +132,8 @@ class Receives:
                 configuration = ClientConfiguration(
                     self._config.kafka.bootstrap_servers, Credentials()
                 )
-                consumer = SimpleConsumer(configuration, group, {topic: expression})
+                kind = FifoSimpleConsumer if group in self._config.fifo_groups else SimpleConsumer
+                consumer = kind(configuration, group, {topic: expression})
                 consumer.startup()
                 self._consumers[group] = consumer
                 log.info("consumer group %s served here (topic %s)", group, topic)

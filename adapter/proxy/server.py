@@ -142,6 +142,7 @@ class ProxyServer:
             self.sessions,
             max_body_size=config.max_body_size,
             on_publishing=lambda topics: self._announced(topics, transactions, executor),
+            fifo_groups=config.fifo_groups,
         )
         peers = Peers(config.peer_advertise or config.peer_listen, config.peer_networks)
         receives = Receives(config, peers, self.clock)

@@ -7,8 +7,9 @@ Reproduces the proxy side of RocketMQ 5's ``Telemetry`` (``ClientActivity.teleme
   for a producer its topics, the body size limit (4 MiB), message-type validation on, and a
   retry policy (the client's own exponential back-off, or 3 attempts from 10 ms up to 1 s);
   for a consumer its group's retry policy (17 attempts, the delay levels' durations: a push
-  consumer's failed message comes back after 1 s, 5 s, 10 s, ...), not FIFO, a receive
-  batch of 32 and a long poll of 20 s unless the client asked for up to 30 s;
+  consumer's failed message comes back after 1 s, 5 s, 10 s, ...), whether the group is FIFO
+  (``--fifo-groups``), a receive batch of 32 and a long poll of 20 s unless the client asked
+  for up to 30 s;
 - the proxy pushes commands down it: here ``RecoverOrphanedTransactionCommand``, a check-back
   (:mod:`adapter.proxy.transactions`);
 - thread stack traces and message verification results the client sends are taken and logged;
@@ -17,8 +18,8 @@ Reproduces the proxy side of RocketMQ 5's ``Telemetry`` (``ClientActivity.teleme
 The stream ends when the client ends it, on ``NotifyClientTermination``, or when the proxy
 stops; a client then opens a new one (here or at another proxy).
 
-Known gaps: every consumer group is answered as not FIFO (a share group keeps no order), and
-with 17 attempts, whatever the Kafka broker's delivery count limit allows the group.
+Known gaps: a group is answered with 17 attempts, whatever the Kafka broker's delivery count
+limit allows a share group.
 """
 
 from __future__ import annotations
@@ -74,7 +75,13 @@ _CONSUMERS = {
 }
 
 
-def answer_settings(sent: Any, *, max_body_size: int, levels: DelayLevels | None = None) -> Any:
+def answer_settings(
+    sent: Any,
+    *,
+    max_body_size: int,
+    levels: DelayLevels | None = None,
+    fifo_groups: frozenset[str] = frozenset(),
+) -> Any:
     """The settings a client is to use, for the ``Settings`` it sent."""
     answer = definition.Settings()
     answer.CopyFrom(sent)
@@ -89,7 +96,10 @@ def answer_settings(sent: Any, *, max_body_size: int, levels: DelayLevels | None
     elif sent.client_type in _CONSUMERS or sent.HasField("subscription"):
         answer.backoff_policy.CopyFrom(consumer_backoff(levels or DelayLevels.parse()))
         subscription = answer.subscription
-        subscription.fifo = False  # FIFO groups are not served yet: a share group keeps no order
+        group = subscription.group
+        subscription.fifo = (
+            naming.with_namespace(group.resource_namespace, group.name) in fifo_groups
+        )
         if subscription.receive_batch_size <= 0:
             subscription.receive_batch_size = RECEIVE_BATCH_SIZE
         polling = subscription.long_polling_timeout
@@ -107,9 +117,11 @@ class Telemetry:
         *,
         max_body_size: int,
         on_publishing: Callable[[Iterable[str]], None],
+        fifo_groups: frozenset[str] = frozenset(),
     ) -> None:
         self._sessions = sessions
         self._max_body_size = max_body_size
+        self._fifo_groups = fifo_groups
         self._on_publishing = on_publishing
 
     async def stream(self, requests: AsyncIterator[Any], client_id: str) -> AsyncIterator[Any]:
@@ -153,7 +165,9 @@ class Telemetry:
             self._sessions.announce(session, int(settings.client_type), topics)
             if topics:
                 self._on_publishing(topics)
-            answer = answer_settings(settings, max_body_size=self._max_body_size)
+            answer = answer_settings(
+                settings, max_body_size=self._max_body_size, fifo_groups=self._fifo_groups
+            )
             session.push(service.TelemetryCommand(status=status(), settings=answer))
         elif kind in ("thread_stack_trace", "verify_message_result"):
             log.info("client %s sent %s", session.client_id, kind)

@@ -6,9 +6,11 @@ message to ``%DLQ%<group>`` at once, and its handle is then spent."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,9 +24,12 @@ from tests.support import read_committed, unique, wait_until
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(150)]
 
 
-def test_a_push_consumer_gets_every_message_and_a_failed_one_again_with_attempt_two(
-    proxy: RunningProxy, new_topic
-) -> None:
+@contextlib.contextmanager
+def official_push_consumer(
+    proxy: RunningProxy, group: str, topic: str, consume: Callable[[Any], bool], tag: str = "*"
+) -> Iterator[None]:
+    """The official ``PushConsumer`` through ``proxy``, its listener answering SUCCESS when
+    ``consume(message)`` is true, FAILURE otherwise; shut down afterwards."""
     from rocketmq import (
         ClientConfiguration,
         ConsumeResult,
@@ -34,6 +39,26 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again_with_attempt_
         PushConsumer,
     )
 
+    class Listener(MessageListener):  # type: ignore[misc]
+        def consume(self, message: Any) -> Any:
+            return ConsumeResult.SUCCESS if consume(message) else ConsumeResult.FAILURE
+
+    consumer = PushConsumer(
+        ClientConfiguration(proxy.endpoint, Credentials()),
+        group,
+        Listener(),
+        {topic: FilterExpression(tag)},
+    )
+    consumer.startup()
+    try:
+        yield
+    finally:
+        consumer.shutdown()
+
+
+def test_a_push_consumer_gets_every_message_and_a_failed_one_again_with_attempt_two(
+    proxy: RunningProxy, new_topic
+) -> None:
     topic, group = new_topic(2, "Push"), unique("GID_push")
     bodies = [f"m{i}" for i in range(20)]
     ids = send(proxy, topic, [(body, "TagA") for body in bodies])
@@ -42,29 +67,19 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again_with_attempt_
     acked: Counter[str] = Counter()
     seen_ids: dict[str, str] = {}
 
-    class Listener(MessageListener):  # type: ignore[misc]
-        def consume(self, message: Any) -> Any:
-            body = message.body.decode()
-            with lock:
-                attempts.setdefault(body, []).append(message.delivery_attempt)
-                if body == "m7" and message.delivery_attempt == 1:
-                    return ConsumeResult.FAILURE
-                seen_ids[body] = message.message_id
-                acked[body] += 1
-            return ConsumeResult.SUCCESS
+    def consume(message: Any) -> bool:
+        body = message.body.decode()
+        with lock:
+            attempts.setdefault(body, []).append(message.delivery_attempt)
+            if body == "m7" and message.delivery_attempt == 1:
+                return False
+            seen_ids[body] = message.message_id
+            acked[body] += 1
+        return True
 
-    consumer = PushConsumer(
-        ClientConfiguration(proxy.endpoint, Credentials()),
-        group,
-        Listener(),
-        {topic: FilterExpression("TagA")},
-    )
-    consumer.startup()
-    try:
+    with official_push_consumer(proxy, group, topic, consume, "TagA"):
         wait_until(lambda: set(acked) == set(bodies), timeout=90, what="every message consumed")
         time.sleep(3)  # an acked message would be back by now if its ack had been lost
-    finally:
-        consumer.shutdown()
     assert dict(acked) == dict.fromkeys(bodies, 1), "each consumed successfully once"
     assert seen_ids == ids, "each with the id its send returned"
     assert attempts["m7"] == [1, 2], "the failed one came back once, with attempt 2"

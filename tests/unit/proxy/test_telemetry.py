@@ -68,10 +68,19 @@ def test_a_consumer_is_told_its_group_is_not_fifo_with_a_batch_and_a_bounded_lon
     sent = consumer_settings(definition.ClientType.PUSH_CONSUMER, fifo=True)
     sent.subscription.long_polling_timeout.seconds = 3600
     subscription = answer_settings(sent, max_body_size=1).subscription
-    assert not subscription.fifo, "a share group keeps no order"
+    assert not subscription.fifo, "a group not named FIFO: a share group, in no order"
     assert subscription.receive_batch_size == 32
     assert subscription.long_polling_timeout.seconds == 20
     sent.subscription.long_polling_timeout.seconds = 25
     kept = answer_settings(sent, max_body_size=1).subscription
     assert kept.long_polling_timeout.seconds == 25
     assert kept.group.name == "GID_orders"
+
+
+def test_a_group_named_fifo_is_told_so_with_its_namespace() -> None:
+    sent = consumer_settings(definition.ClientType.PUSH_CONSUMER)
+    sent.subscription.group.resource_namespace = "shopA"
+    fifo = frozenset({"shopA%GID_orders"})
+    assert answer_settings(sent, max_body_size=1, fifo_groups=fifo).subscription.fifo
+    sent.subscription.group.resource_namespace = ""
+    assert not answer_settings(sent, max_body_size=1, fifo_groups=fifo).subscription.fifo
