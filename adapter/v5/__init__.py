@@ -17,7 +17,7 @@ consumer group, one message at a time per message group: ``fifo_consumer`` (the 
 ``fifo_reader`` (its Kafka consumer and poll thread), ``fifo_book`` (the pure order book) and
 ``fifo_note`` (what a partition's next owner is told in the commit's metadata).
 
-Known gaps: no lite clients; no namespaces. Each module lists its own differences.
+Known gaps: no lite clients. Each module lists its own differences.
 """
 
 from __future__ import annotations

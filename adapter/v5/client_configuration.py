@@ -12,10 +12,11 @@ same properties (``namespace``, ``credentials``, ``request_timeout``; ``ak``, ``
   the producer is built with ``tls_enable=True``). ``RMQ_ADAPTER_KAFKA_*`` settings win over
   all of these (``RMQ_ADAPTER_KAFKA_SASL_MECHANISM=PLAIN``). Empty credentials set no SASL.
 - ``request_timeout`` (seconds) is the send timeout, retries included.
+- ``namespace`` prefixes every topic and group the clients name, as RocketMQ does
+  (``<namespace>%<topic>``, :func:`adapter.naming.with_namespace`); a received message's topic
+  comes back without it, its namespace in ``Message.namespace``.
 
-Known gaps: a non-empty ``namespace`` is refused with ``UnsupportedException``: RocketMQ
-namespaces prefix topics *and* groups, and consumers strip the prefix again; prefixing only
-what this producer sends would break the round trip, so none of it is done. ak/sk are a SASL
+Known gaps: ak/sk are a SASL
 login, not RocketMQ's request signature. ``rpc_endpoints`` (a gRPC address object) is not
 provided; ``bootstrap_servers`` says where Kafka is.
 """
@@ -25,8 +26,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from adapter import naming
 from adapter.config import KafkaSettings, NoBootstrapError
-from adapter.v5.exception import IllegalArgumentException, UnsupportedException
+from adapter.exceptions import InvalidNameError
+from adapter.v5.exception import IllegalArgumentException
 
 __all__ = ["ClientConfiguration", "Credentials", "kafka_settings"]
 
@@ -86,10 +89,10 @@ class ClientConfiguration:
         request_timeout: float = 3,
     ) -> None:
         if namespace:
-            raise UnsupportedException(
-                f"namespaces are not supported by adapter.v5 (namespace {namespace!r}); "
-                "give topics their full names and leave namespace empty"
-            )
+            try:
+                naming.check_namespace(namespace)
+            except InvalidNameError as exc:
+                raise IllegalArgumentException(str(exc)) from None
         if isinstance(request_timeout, bool) or not request_timeout > 0:
             raise IllegalArgumentException(
                 f"request_timeout must be a positive number of seconds, got {request_timeout!r}"
@@ -102,6 +105,11 @@ class ClientConfiguration:
     @property
     def namespace(self) -> str:
         return self._namespace
+
+    def named(self, name: str) -> str:
+        """A topic or group name in this configuration's namespace (``<namespace>%<name>``,
+        as RocketMQ names it); the name itself without a namespace."""
+        return naming.with_namespace(self._namespace, name)
 
     @property
     def credentials(self) -> Credentials:

@@ -87,6 +87,7 @@ class Message:
         "_store_timestamp",
         "_delivery_attempt",
         "_receipt_handle",
+        "_namespace",
     )
 
     def __init__(self) -> None:
@@ -104,6 +105,7 @@ class Message:
         self._store_timestamp: int | None = None
         self._delivery_attempt: int | None = None
         self._receipt_handle: str | None = None
+        self._namespace = ""
 
     # -- what the application sets ------------------------------------------------------------
 
@@ -248,7 +250,8 @@ class Message:
 
     @property
     def namespace(self) -> str:
-        return ""
+        """The namespace of a received message's topic (``""`` for none)."""
+        return self._namespace
 
     @property
     def lite_topic(self) -> None:
@@ -313,11 +316,12 @@ class Message:
             return MessageType.TRANSACTION
         return MessageType.FIFO if self._message_group else MessageType.NORMAL
 
-    def to_wire(self) -> wire.Message:
-        """The 2.0 message the shared send core sends (checked by :meth:`type_for_send`)."""
+    def to_wire(self, namespace: str = "") -> wire.Message:
+        """The 2.0 message the shared send core sends (checked by :meth:`type_for_send`), to
+        its topic in ``namespace``."""
         if self._topic is None or self._body is None:
             raise IllegalArgumentException("a message needs a topic and a body to be sent")
-        out = wire.Message(self._topic)
+        out = wire.Message(naming.with_namespace(namespace, self._topic))
         out.set_body(self._body)
         if self._tag is not None:
             out.set_tags(self._tag)
@@ -342,7 +346,7 @@ class Message:
         message = cls()
         message._delivery_attempt = delivery_attempt
         message._receipt_handle = receipt_handle
-        message._topic = received.topic
+        message._namespace, message._topic = naming.split_namespace(received.topic)
         message._body = received.body
         message._message_id = received.id
         message._born_timestamp = received.born_timestamp

@@ -104,7 +104,7 @@ class Producer:
                 f"checker must be a TransactionChecker (with check(message)), got {checker!r}"
             )
         self._configuration = client_configuration
-        self._topics = _valid_topics(topics or ())
+        self._topics = [client_configuration.named(t) for t in _valid_topics(topics or ())]
         self._checker = checker
         self._tls = tls_enable
         self._clock = clock
@@ -251,7 +251,7 @@ class Producer:
         ``topic``; ``BadRequestException`` when the message was delivered already."""
         sender = self._running("unable to recall message because producer is not running")
         try:
-            return timers.recall(sender, topic, recall_handle)
+            return timers.recall(sender, self._configuration.named(topic), recall_handle)
         except BadRecallHandle as exc:
             raise IllegalArgumentException(str(exc)) from exc
         except (AdapterError, KafkaException) as exc:
@@ -285,7 +285,7 @@ class Producer:
 
     @property
     def topics(self) -> set[str]:
-        return set(self._topics)
+        return {naming.split_namespace(topic)[1] for topic in self._topics}
 
     @property
     def client_configuration(self) -> ClientConfiguration:
@@ -314,20 +314,20 @@ class Producer:
         )
         message.message_id = msg_id = new_message_id()
         message.message_type = int(kind)
-        topic, group = str(message.topic), message.message_group
-        deliver_at = message.delivery_timestamp
-        wire = message.to_wire()
+        topic = self._configuration.named(str(message.topic))
+        group, deliver_at = message.message_group, message.delivery_timestamp
+        wire = message.to_wire(self._configuration.namespace)
         try:
             if deliver_at:
                 timer = timers.timer_record(sender, wire, msg_id, deliver_at)
                 if timer is not None:
                     handle = timers.recall_handle(sender, topic, msg_id, deliver_at)
-                    return timer, _Sent(msg_id, topic, handle)
+                    return timer, _Sent(msg_id, str(message.topic), handle)
             partition = None
             if group is not None:
                 partition = sender.queue_for(wire, group, _SendFailed)
             record = sender.record(wire, msg_id, _SendFailed, partition=partition, key=group)
-            return record, _Sent(msg_id, topic, None)
+            return record, _Sent(msg_id, str(message.topic), None)
         except ValueError as exc:
             raise IllegalArgumentException(str(exc)) from exc
         except (_SendFailed, AdapterError, KafkaException) as exc:
@@ -341,13 +341,15 @@ class Producer:
         if transactional is None:
             raise IllegalArgumentException("Transaction checker should not be null.")
         transaction.add_half_message(message)
-        topic = str(message.topic)
+        topic = self._configuration.named(str(message.topic))
         producer = transactional.for_topic(topic)
         transaction_id = new_message_id()
         message.message_id = transaction_id
         message.message_type = int(MessageType.TRANSACTION)
         try:
-            sent = producer.send_half(message.to_wire(), transaction_id)
+            sent = producer.send_half(
+                message.to_wire(self._configuration.namespace), transaction_id
+            )
         except ProducerException as exc:
             raise translate(exc, f"send half message {transaction_id} to {topic}") from exc
         receipt = SendReceipt(

@@ -91,7 +91,8 @@ class PushConsumer:
                 f"max_delivery_attempts must be 1 or more, got {max_delivery_attempts}"
             )
         self._configuration = client_configuration
-        self._group = consumer_group
+        self._given_group = consumer_group
+        self._group = client_configuration.named(consumer_group)
         self._listener = message_listener
         self._subscription: dict[str, Subscription] = {}
         """The 2.0 core's subscriptions, by RocketMQ topic (names and filters checked)."""
@@ -116,7 +117,7 @@ class PushConsumer:
         self._restart_if_running()
 
     def unsubscribe(self, topic: str) -> None:
-        self._subscription.pop(topic, None)
+        self._subscription.pop(self._configuration.named(topic), None)
         self._restart_if_running()
 
     def startup(self) -> None:
@@ -157,7 +158,7 @@ class PushConsumer:
 
     @property
     def consumer_group(self) -> str:
-        return self._group
+        return self._given_group
 
     def __str__(self) -> str:
         return f"PUSH_CONSUMER:{self._group}, client_id:{self._client_id}"
@@ -165,6 +166,7 @@ class PushConsumer:
     # -- the core ----------------------------------------------------------------------------------
 
     def _add(self, topic: str, expression: FilterExpression | None) -> None:
+        topic = self._configuration.named(topic)
         expression = expression if expression is not None else FilterExpression()
         try:
             kafka_topic = naming.kafka_topic(topic)

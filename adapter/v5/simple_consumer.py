@@ -134,7 +134,8 @@ class SimpleConsumer:
         if max_attempts is not None and max_attempts < 1:
             raise IllegalArgumentException(f"max_attempts must be 1 or more, got {max_attempts}")
         self._configuration = client_configuration
-        self._group = consumer_group
+        self._given_group = consumer_group
+        self._group = client_configuration.named(consumer_group)
         self._await_duration = await_duration
         self._tls = tls_enable
         self._lock_duration = lock_duration
@@ -144,7 +145,8 @@ class SimpleConsumer:
         self._client_id = new_client_id()
         self._subscriptions: dict[str, tuple[FilterExpression, MessageFilter]] = {}
         for topic, expression in (subscription or {}).items():
-            self._subscriptions[topic] = self._subscription(topic, expression)
+            named = client_configuration.named(topic)
+            self._subscriptions[named] = self._subscription(named, expression)
         self._lock = threading.Lock()
         self._pool: Engine | None = None
         self._send_back: SendBack | None = None
@@ -241,6 +243,7 @@ class SimpleConsumer:
 
     def subscribe(self, topic: str, filter_expression: FilterExpression | None = None) -> None:
         self._running("unable to add subscription because simple consumer is not running")
+        topic = self._configuration.named(topic)
         subscription = self._subscription(topic, filter_expression or FilterExpression())
         if topic not in self._subscriptions:
             self._require_topic(topic, self._kafka)
@@ -250,7 +253,7 @@ class SimpleConsumer:
     def unsubscribe(self, topic: str) -> None:
         self._running("unable to remove subscription because simple consumer is not running")
         with self._lock:
-            self._subscriptions.pop(topic, None)
+            self._subscriptions.pop(self._configuration.named(topic), None)
 
     # -- receive, ack, change -----------------------------------------------------------------
 
@@ -303,7 +306,7 @@ class SimpleConsumer:
 
     @property
     def consumer_group(self) -> str:
-        return self._group
+        return self._given_group
 
     @property
     def await_duration(self) -> float:

@@ -6,7 +6,7 @@ import pytest
 
 from adapter.v5 import ClientConfiguration, Credentials
 from adapter.v5.client_configuration import kafka_settings
-from adapter.v5.exception import IllegalArgumentException, UnsupportedException
+from adapter.v5.exception import IllegalArgumentException
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,9 +43,17 @@ def test_no_endpoints_anywhere_is_a_clear_error() -> None:
         kafka_settings(ClientConfiguration("", Credentials()), environ=NO_ENV)
 
 
-def test_a_namespace_is_refused_naming_the_feature() -> None:
-    with pytest.raises(UnsupportedException, match="namespaces are not supported.*'shop'"):
-        ClientConfiguration("127.0.0.1:9092", Credentials(), namespace="shop")
+def test_a_namespace_names_topics_and_groups_as_rocketmq_does() -> None:
+    config = ClientConfiguration("127.0.0.1:9092", Credentials(), namespace="shop")
+    assert config.namespace == "shop"
+    assert config.named("Orders") == "shop%Orders"
+    assert config.named("GID_orders") == "shop%GID_orders"
+    assert ClientConfiguration("127.0.0.1:9092", Credentials()).named("Orders") == "Orders"
+
+
+def test_a_namespace_rocketmq_would_refuse_is_refused() -> None:
+    with pytest.raises(IllegalArgumentException, match="namespace"):
+        ClientConfiguration("127.0.0.1:9092", Credentials(), namespace="shop A")
 
 
 def test_the_default_namespace_and_request_timeout_are_those_of_5x() -> None:

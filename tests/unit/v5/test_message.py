@@ -275,3 +275,22 @@ def test_message_type_descriptions_are_those_of_5x() -> None:
         "TRANSACTION",
         "MESSAGE_TYPE_UNSPECIFIED",
     ]
+
+
+def test_a_message_goes_to_its_topic_in_a_namespace_and_comes_back_without_it() -> None:
+    message = Message()
+    message.topic, message.body = "Orders", b"x"
+    assert message.to_wire("shop").topic == "shop%Orders"
+    assert message.to_wire().topic == "Orders"
+    received = ReceivedMessage(
+        topic="shop%Orders",
+        kafka_topic="shop.25Orders",
+        body=b"x",
+        queue_id=0,
+        queue_offset=0,
+        timestamp=0,
+        append_time=False,
+        headers=[(prop.UNIQ_KEY, b"ID")],
+    )
+    back = Message.from_received(received)
+    assert (back.topic, back.namespace) == ("Orders", "shop")
