@@ -7,7 +7,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -127,6 +127,13 @@ def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> 
     for future in admin.create_topics([new]).values():
         future.result(timeout=30)
     return name
+
+
+def create_namespaced_topics(admin: Any, topic: str, namespaces: Sequence[str]) -> None:
+    """``topic`` in each of ``namespaces`` (``<namespace>%<topic>``), one partition each."""
+    wanted = [NewTopic(naming.kafka_topic(naming.with_namespace(n, topic)), 1) for n in namespaces]
+    for future in admin.create_topics(wanted).values():
+        future.result(timeout=30)
 
 
 def init_system_topics(bootstrap: str, levels: DelayLevels) -> None:

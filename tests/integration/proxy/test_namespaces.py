@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import NewTopic
 
 from adapter import naming
 from tests.integration.proxy.conftest import RunningProxy
 from tests.integration.proxy.test_simple_consumer import receive_until
-from tests.support import read_committed, unique
+from tests.integration.v5.test_namespaces import send_one_in_each
+from tests.support import create_namespaced_topics, read_committed, unique
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(150)]
 
@@ -26,22 +26,13 @@ def configuration(proxy: RunningProxy, namespace: str) -> Any:
 def test_two_namespaces_with_the_same_names_see_nothing_of_each_other(
     proxy: RunningProxy, admin, kafka_bootstrap: str
 ) -> None:
-    from rocketmq import FilterExpression, Message, Producer, SimpleConsumer
+    import rocketmq
+    from rocketmq import FilterExpression, SimpleConsumer
 
     topic, group = unique("NsOrders"), unique("GID_ns")
     spaces = ("shopA", "shopB")
-    wanted = [NewTopic(naming.kafka_topic(naming.with_namespace(s, topic)), 1) for s in spaces]
-    for future in admin.create_topics(wanted).values():
-        future.result(timeout=30)
-    for space in spaces:
-        producer = Producer(configuration(proxy, space), (topic,))
-        producer.startup()
-        try:
-            message = Message()
-            message.topic, message.body = topic, f"for {space}".encode()
-            producer.send(message)
-        finally:
-            producer.shutdown()
+    create_namespaced_topics(admin, topic, spaces)
+    send_one_in_each(rocketmq, proxy.endpoint, topic, spaces)
     for space in spaces:
         consumer = SimpleConsumer(
             configuration(proxy, space), group, {topic: FilterExpression("*")}, await_duration=3

@@ -3,21 +3,32 @@ and receives from its own ``<namespace>%<topic>``, and sees nothing of the other
 
 from __future__ import annotations
 
-import pytest
-from confluent_kafka.admin import NewTopic
+from collections.abc import Sequence
+from types import ModuleType
 
-from adapter import naming
-from adapter.v5 import (
-    ClientConfiguration,
-    Credentials,
-    FilterExpression,
-    Message,
-    Producer,
-    SimpleConsumer,
-)
-from tests.support import unique, wait_until
+import pytest
+
+from adapter import v5
+from adapter.v5 import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+from tests.support import create_namespaced_topics, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
+
+
+def send_one_in_each(api: ModuleType, endpoints: str, topic: str, spaces: Sequence[str]) -> None:
+    """Through ``api`` (``adapter.v5``, or the official ``rocketmq``: the same API), one
+    message ``for <namespace>`` to ``topic`` in each namespace."""
+    for space in spaces:
+        producer = api.Producer(
+            api.ClientConfiguration(endpoints, api.Credentials(), space), (topic,)
+        )
+        producer.startup()
+        try:
+            message = api.Message()
+            message.topic, message.body = topic, f"for {space}".encode()
+            producer.send(message)
+        finally:
+            producer.shutdown()
 
 
 def test_two_namespaces_with_the_same_names_see_nothing_of_each_other(
@@ -25,18 +36,8 @@ def test_two_namespaces_with_the_same_names_see_nothing_of_each_other(
 ) -> None:
     topic, group = unique("NsOrders"), unique("GID_ns")
     spaces = ("shopA", "shopB")
-    wanted = [NewTopic(naming.kafka_topic(naming.with_namespace(s, topic)), 1) for s in spaces]
-    for future in admin.create_topics(wanted).values():
-        future.result(timeout=30)
-    for space in spaces:
-        producer = Producer(ClientConfiguration(system_topics, Credentials(), space), (topic,))
-        producer.startup()
-        try:
-            message = Message()
-            message.topic, message.body = topic, f"for {space}".encode()
-            producer.send(message)
-        finally:
-            producer.shutdown()
+    create_namespaced_topics(admin, topic, spaces)
+    send_one_in_each(v5, system_topics, topic, spaces)
     for space in spaces:
         consumer = SimpleConsumer(
             ClientConfiguration(system_topics, Credentials(), space),

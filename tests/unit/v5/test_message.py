@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapter import naming
 from adapter import properties as prop
 from adapter.message import ReceivedMessage
 from adapter.v5 import Message
@@ -237,16 +238,24 @@ def test_on_the_wire_a_message_has_the_2_0_headers() -> None:
     ]
 
 
-def test_a_received_message_reads_back_as_the_5x_message_that_was_sent() -> None:
-    received = ReceivedMessage(
-        topic="Orders",
-        kafka_topic="Orders",
+def received_on(topic: str, headers: list[tuple[str, bytes]]) -> ReceivedMessage:
+    """A consumed record of ``topic`` (a RocketMQ name), body ``order 42``."""
+    return ReceivedMessage(
+        topic=topic,
+        kafka_topic=naming.kafka_topic(topic),
         body=b"order 42",
         queue_id=1,
         queue_offset=7,
         timestamp=1_700_000_000_000,
         append_time=False,
-        headers=[
+        headers=headers,
+    )
+
+
+def test_a_received_message_reads_back_as_the_5x_message_that_was_sent() -> None:
+    received = received_on(
+        "Orders",
+        [
             (prop.UNIQ_KEY, b"MSGID"),
             (prop.TAGS, b"Paid"),
             (prop.KEYS, b"order-42 alice"),
@@ -282,15 +291,5 @@ def test_a_message_goes_to_its_topic_in_a_namespace_and_comes_back_without_it() 
     message.topic, message.body = "Orders", b"x"
     assert message.to_wire("shop").topic == "shop%Orders"
     assert message.to_wire().topic == "Orders"
-    received = ReceivedMessage(
-        topic="shop%Orders",
-        kafka_topic="shop.25Orders",
-        body=b"x",
-        queue_id=0,
-        queue_offset=0,
-        timestamp=0,
-        append_time=False,
-        headers=[(prop.UNIQ_KEY, b"ID")],
-    )
-    back = Message.from_received(received)
+    back = Message.from_received(received_on("shop%Orders", [(prop.UNIQ_KEY, b"ID")]))
     assert (back.topic, back.namespace) == ("Orders", "shop")
