@@ -55,7 +55,8 @@ started JVMs run cold (RocketMQ's first thousand transactions ran at a third of 
   proxy: the official ``PushConsumer``; the adapter: ``adapter.v5.PushConsumer``).
 
 ``--workloads simple`` (or any of transactions, normal, delays, simple, push, seed) runs only
-those, on both sides; ``--simple N`` sets S.
+those, on both sides; ``--simple N`` sets S; ``--proxies N`` runs the proxy's column on N proxy
+processes sharing one port (``--reuse-port``), their CPU and memory summed.
 
 The table (workload | RocketMQ | adapter | proxy | adapter/RocketMQ | proxy/RocketMQ, with the
 better direction; ``--only rocketmq|adapter|proxy`` fills one column) goes to the terminal
@@ -506,6 +507,9 @@ def main() -> None:
         help=f"run only these ({', '.join(WORKLOADS)}); default all",
     )
     parser.add_argument("--simple", type=int, help="SimpleConsumer messages per phase")
+    parser.add_argument(
+        "--proxies", type=int, default=1, help="proxy processes sharing one port (--reuse-port)"
+    )
     parser.add_argument("--tx-messages", type=int, help="transactional throughput messages")
     parser.add_argument("--seed-watch", type=float, help="seconds to watch for duplicates")
     parser.add_argument("--seed-runs", type=int, help="seed 004 runs per check interval")
@@ -527,6 +531,8 @@ def main() -> None:
         sizes = replace(sizes, seed_runs=args.seed_runs)
     if args.simple:
         sizes = replace(sizes, simple=args.simple)
+    if args.proxies > 1:
+        sizes = replace(sizes, proxies=args.proxies)
     if args.workloads:
         sizes = replace(sizes, workloads=tuple(w for w in WORKLOADS if w in args.workloads))
     rmq, ours, proxy = Figures("RocketMQ"), Figures("adapter"), Figures("proxy")

@@ -71,6 +71,7 @@ class Sizes:
     simple_threads: tuple[int, ...] = (1, 4)  # threads sharing one SimpleConsumer, per phase
     push: int = 2_000  # messages to a PushConsumer, send to listener, paced
     push_pace: float = 200.0
+    proxies: int = 1  # proxy processes sharing one port (the proxy's column)
     workloads: tuple[str, ...] = WORKLOADS
 
     def quick(self) -> Sizes:

@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -57,17 +58,20 @@ log = logging.getLogger("bench.rocketmq")
 
 
 class Proxy(LoggedProcess):
-    """``rmq-adapter proxy`` as its own process on a free loopback port; its log in ``out``."""
+    """``rmq-adapter proxy`` as its own process on ``listen`` (default a free loopback port);
+    its log in ``out``."""
 
     what = "rmq-adapter proxy"
 
-    def __init__(self, bootstrap: str, out: Path) -> None:
+    def __init__(
+        self, bootstrap: str, out: Path, listen: str = "127.0.0.1:0", *extra: str, name: str = ""
+    ) -> None:
         super().__init__(
             [
                 *(sys.executable, "-m", "adapter", "--log-level", "INFO", "proxy"),
-                *("--bootstrap", bootstrap, "--listen", "127.0.0.1:0"),
+                *("--bootstrap", bootstrap, "--listen", listen, *extra),
             ],
-            out / "proxy.log",
+            out / f"proxy{name}.log",
         )
         self.endpoints = ""
 
@@ -79,11 +83,62 @@ class Proxy(LoggedProcess):
         self.endpoints = f"{found.group(1)}:{found.group(2)}"
 
 
+class Proxies:
+    """``count`` proxy processes sharing one loopback port (``--reuse-port``: the kernel spreads
+    the clients' connections over them), seen as one: their CPU time and memory summed."""
+
+    def __init__(self, bootstrap: str, out: Path, count: int) -> None:
+        if count == 1:
+            self.members = [Proxy(bootstrap, out)]
+        else:
+            listen = f"127.0.0.1:{free_port()}"
+            self.members = [
+                Proxy(bootstrap, out, listen, "--reuse-port", name=f"-{i}") for i in range(count)
+            ]
+
+    @property
+    def endpoints(self) -> str:
+        return self.members[0].endpoints
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        for member in self.members:
+            member.wait_ready(timeout)
+
+    def cpu_seconds(self) -> float:
+        return sum(member.cpu_seconds() for member in self.members)
+
+    def memory_kb(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for member in self.members:
+            for name, kb in member.memory_kb().items():
+                total[name] = total.get(name, 0) + kb
+        return total
+
+    def alive(self) -> bool:
+        return all(member.alive() for member in self.members)
+
+    def tail(self) -> str:
+        return "\n".join(member.tail() for member in self.members)
+
+    def problems(self) -> list[str]:
+        return [line for member in self.members for line in member.problems()]
+
+    def stop(self) -> None:
+        for member in self.members:
+            member.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 class ProxyTarget:
     """What the workloads of ``bench.rocketmq_apache`` need of a server (its ``Target``), on
     the proxy and its Kafka."""
 
-    def __init__(self, bootstrap: str, proxy: Proxy, coordinator: Coordinator) -> None:
+    def __init__(self, bootstrap: str, proxy: Proxies, coordinator: Coordinator) -> None:
         self.bootstrap = bootstrap
         self.proxy = proxy
         self.coordinator = coordinator
@@ -158,11 +213,11 @@ def messages_sent(workload: str, sizes: Sizes) -> int:
 
 
 @contextlib.contextmanager
-def proxy_stack(bootstrap: str) -> Iterator[ProxyTarget]:
-    """The workers and the proxy on ``bootstrap``, all stopped afterwards."""
+def proxy_stack(bootstrap: str, processes: int = 1) -> Iterator[ProxyTarget]:
+    """The workers and ``processes`` proxies on ``bootstrap``, all stopped afterwards."""
     topics.init_topics({"bootstrap.servers": bootstrap}, topics.system_layout(8, LEVELS))
     with contextlib.ExitStack() as stack:
-        proxy = Proxy(bootstrap, OUT)
+        proxy = Proxies(bootstrap, OUT, processes)
         stack.callback(proxy.stop)
         target = ProxyTarget(bootstrap, proxy, Coordinator(bootstrap, OUT, "default"))
         stack.callback(lambda: target.coordinator.stop())  # the last one started
@@ -178,7 +233,9 @@ def run(sizes: Sizes, figures: Figures) -> None:
     """The workloads of ``sizes.workloads``, each through the proxy, with the proxy's CPU time
     and memory after each."""
     logging.getLogger("adapter").setLevel(logging.WARNING)
-    with kafka() as bootstrap, proxy_stack(bootstrap) as target:
+    if sizes.proxies > 1:
+        figures.notes.append(f"{figures.system}: {sizes.proxies} proxy processes on one port")
+    with kafka() as bootstrap, proxy_stack(bootstrap, sizes.proxies) as target:
         for workload in WORKLOADS:
             if workload not in sizes.workloads:
                 continue
