@@ -54,12 +54,16 @@ __all__ = ["SharePool", "next_to_poll"]
 
 log = logging.getLogger(__name__)
 
-POLL_SLICE_S = 0.02
-"""The longest one member's poll blocks a receive. A member whose fetch has nothing for it
-waits out its whole poll while another member could hand records out at once: with a push
-consumer acking one batch while it asks for the next, a 1 s slice made every receive wait
-about 1 s (send to listener through the proxy p50 4-7 s; 0.1 s: 170 ms; 0.02 s: 41 ms, p99
-99 ms, BENCHMARKS.md 2026-11-26). librdkafka's fetch goes on in the background meanwhile."""
+FIRST_SLICE_S = 0.02
+POLL_SLICE_S = 1.0
+"""How long one member's poll may block a receive: ``FIRST_SLICE_S`` at first, doubling after
+each poll that brought nothing, up to ``POLL_SLICE_S``. A member whose fetch has nothing for it
+waits out its whole poll while records come to another: with a push consumer acking one batch
+while it asks for the next, a fixed 1 s slice made every receive wait about 1 s (send to
+listener through the proxy p50 4-7 s; growing from 20 ms: p50 25 ms, p99 86 ms, 2026-11-26).
+A member holding a record not yet acked fetches nothing more (librdkafka refuses the poll), so
+a consumer that keeps several messages before acking makes the pool open another member, which
+must first join the share group: seconds, up to a minute on a busy broker."""
 CONSUMER_GROUP_NOT_FOUND = 40403
 """The 5.x protocol's ``Code.CONSUMER_GROUP_NOT_FOUND``."""
 _LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
@@ -124,7 +128,7 @@ class SharePool:
         """Waiting records first; else polls (a free member) until ``await_s`` has passed, at
         least once."""
         deadline = self._clock.monotonic() + await_s
-        polled = False
+        polled, slice_s = False, FIRST_SLICE_S
         while not self._closing.is_set():
             with self._lock:
                 leases = self.book.hand_out(max_count, invisible_s)
@@ -144,10 +148,11 @@ class SharePool:
                 continue
             polled = True
             try:
-                self._poll(member, max(0.0, min(remaining, POLL_SLICE_S)))
+                self._poll(member, max(0.0, min(remaining, slice_s)))
             finally:
                 with self._lock:
                     member.polling = False
+            slice_s = min(POLL_SLICE_S, slice_s * 2)  # nothing came, or it is handed out above
             if member.fatal is not None:
                 raise _fatal(member.fatal, self._group)
         return []
