@@ -87,10 +87,29 @@ class Decision:
     write_by_ms: int
 
 
+@dataclass(frozen=True, slots=True)
+class GroupTimes:
+    """When one group's steps happened, on the system's monotonic clock (seconds): for
+    measuring where a commit's time goes (``bench/commit_breakdown.py``)."""
+
+    message_ids: tuple[str, ...]
+    handed: tuple[tuple[float, float], ...]
+    """Per decision: when :meth:`GroupCommitter.submit` began, and when its records were in the
+    open Kafka transaction (begin, when it was the first, and produce)."""
+    taken: float
+    """When the committer took the group (its linger over, and its turn)."""
+    flushed: float
+    """When every record of the group was acknowledged."""
+    committed: float
+    """When ``commit_transaction`` returned (or the group fell back)."""
+    ok: bool
+
+
 @dataclass(eq=False)
 class _Lane:
     tx: Transactor
     group: list[Decision] = field(default_factory=list)
+    handed: list[tuple[float, float]] = field(default_factory=list)
     opened_s: float = 0.0
     ready: bool = False
     broken: str | None = None
@@ -138,6 +157,9 @@ class GroupCommitter:
         transaction's, sent the plain way by the caller."""
         self._pending = 0
         """Decisions handed over and neither committed nor handed back yet."""
+        self.observe: Callable[[GroupTimes], None] | None = None
+        """Told the :class:`GroupTimes` of every group once it is committed or fell back
+        (a benchmark's hook; called on the committer's thread)."""
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -182,6 +204,7 @@ class GroupCommitter:
         if self._clock.now_ms() + MIN_TIME_LEFT_MS >= decision.write_by_ms:
             self.too_late += 1
             return False
+        handed_s = SYSTEM_CLOCK.monotonic()
         with self._cond:
             lane = self._lanes[self._current]
             if self._closing or not lane.ready or lane.broken:
@@ -197,6 +220,7 @@ class GroupCommitter:
                 self._cond.notify_all()
                 return False
             lane.group.append(decision)
+            lane.handed.append((handed_s, SYSTEM_CLOCK.monotonic()))
             self._pending += 1
             if len(lane.group) == 1 or len(lane.group) >= self._max_group:
                 self._cond.notify_all()
@@ -260,12 +284,16 @@ class GroupCommitter:
     def _finish(self, lane: _Lane) -> None:
         """Flush, check the deadline, commit; on any failure abort and fall back."""
         group, lane.group = lane.group, []
+        handed, lane.handed = lane.handed, []
         broken, lane.broken = lane.broken, None
+        taken = flushed = SYSTEM_CLOCK.monotonic()
+        ok = False
         try:
             if broken is not None:
                 raise AdapterError(f"a decision could not be added: {broken}")
             producer, timeout = lane.tx.producer, self.timeout_s
             remaining = lane.tx.call("flush", lambda: producer.flush(timeout), timeout)
+            flushed = SYSTEM_CLOCK.monotonic()
             if remaining:
                 raise AdapterError(f"{remaining} records unacknowledged after {timeout:g} s")
             late = self._clock.now_ms() - min(d.write_by_ms for d in group)
@@ -276,9 +304,14 @@ class GroupCommitter:
             self._fall_back(lane, group, exc)
         else:
             self.committed += len(group)
+            ok = True
         with self._cond:
             self._pending -= len(group)
             self._cond.notify_all()
+        observe = self.observe
+        if observe is not None and group:
+            ids = tuple(d.end.transaction_id for d in group)
+            observe(GroupTimes(ids, tuple(handed), taken, flushed, SYSTEM_CLOCK.monotonic(), ok))
 
     def _fall_back(self, lane: _Lane, group: list[Decision], cause: Exception) -> None:
         try:

@@ -23,7 +23,7 @@ from adapter.client import Message, TransactionMQProducer, TransactionStatus
 from adapter.clock import ManualClock
 from adapter.kafka import clients
 from adapter.transaction.envelope import DELIVERED_HEADER
-from adapter.transaction.group_commit import MIN_TIME_LEFT_MS
+from adapter.transaction.group_commit import MIN_TIME_LEFT_MS, GroupTimes
 from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
 from tests.support import metric, read_committed, unique, wait_until
 
@@ -109,6 +109,27 @@ def test_flush_returns_once_every_decision_is_committed_or_handed_back(
     assert producer.flush(30) == 0
 
     assert committer.committed + committer.fell_back == 20, "nothing left in an open group"
+
+
+def test_an_observer_learns_when_each_group_s_steps_happened_in_their_order(
+    system_topics, make_transaction_producer, new_topic, new_group
+) -> None:
+    topic = new_topic(partitions=1)
+    producer, committer = fast_producer(make_transaction_producer, new_group)
+    groups: list[GroupTimes] = []
+    committer.observe = groups.append
+    sent = {
+        producer.send_message_in_transaction(order(topic, f"m{i}"), commit).msg_id
+        for i in range(10)
+    }
+    assert producer.flush(30) == 0
+
+    assert {i for g in groups for i in g.message_ids} == sent, "every decision, once"
+    for group in groups:
+        assert group.ok
+        assert len(group.handed) == len(group.message_ids)
+        for began, produced in group.handed:
+            assert began <= produced <= group.taken <= group.flushed <= group.committed
 
 
 def test_a_group_that_turns_late_before_it_commits_is_aborted_and_delivered_once(
