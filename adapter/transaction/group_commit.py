@@ -9,7 +9,8 @@ request; here the producer does it itself, and the coordinator only records the 
   producer's current Kafka transaction; a ROLLBACK writes only its END;
 - a group committer commits every ``group_commit_ms`` (or ``max_group`` decisions), so one Kafka
   transaction carries many RocketMQ commits. Lanes (transactional producers) take turns:
-  one takes decisions while another commits, so no sender waits for a commit.
+  one takes decisions while the others flush and commit theirs, each on a thread of its own,
+  so no sender waits for a commit, and no group for another's.
 
 Why it stays exactly once:
 
@@ -49,6 +50,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +116,8 @@ class _Lane:
     ready: bool = False
     broken: str | None = None
     """Why a decision could not be added to the open transaction (it must then abort)."""
+    finishing: bool = False
+    """Its group is being flushed and committed, on a thread of its own."""
 
 
 class GroupCommitter:
@@ -229,24 +233,33 @@ class GroupCommitter:
     # -- the committer's side -----------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            for lane in self._lanes:
-                self._prepare(lane)
-            with self._cond:
-                lane = self._lanes[self._current]
-                if not self._due(lane):
-                    if self._closing and not lane.group:
-                        return
-                    self._cond.wait(self._wait_s(lane))
-                    continue
-                self._current = self._next_lane()
-            self._finish(lane)
+        with ThreadPoolExecutor(LANES, thread_name_prefix="group-commit") as finishers:
+            while True:
+                for lane in self._lanes:
+                    self._prepare(lane)
+                with self._cond:
+                    lane = self._lanes[self._current]
+                    if not self._due(lane):
+                        if self._closing and not lane.group:
+                            return  # leaving the executor waits for the lanes finishing
+                        self._cond.wait(self._wait_s(lane))
+                        continue
+                    following = self._next_lane()
+                    if following is None:  # woken when a lane is done
+                        self._cond.wait(IDLE_WAIT_S)
+                        continue
+                    self._current = following
+                    lane.finishing = True
+                finishers.submit(self._finish, lane)
 
-    def _next_lane(self) -> int:
-        """The lane after the current one, in turn, preferring one that is ready."""
+    def _next_lane(self) -> int | None:
+        """The lane after the current one, in turn, preferring one that is ready, of those not
+        finishing a group; None while every other lane is still finishing (the current group
+        then stays open, and takes the decisions that come)."""
         count = len(self._lanes)
         turn = [(self._current + i) % count for i in range(1, count)]
-        return next((i for i in turn if self._lanes[i].ready), turn[0])
+        free = [i for i in turn if not self._lanes[i].finishing]
+        return next((i for i in free if self._lanes[i].ready), free[0] if free else None)
 
     def _due(self, lane: _Lane) -> bool:
         if lane.broken:
@@ -265,7 +278,7 @@ class GroupCommitter:
     def _prepare(self, lane: _Lane) -> None:
         """A lane without a usable producer gets a new one (its first, or after a failure);
         senders fall back to the plain path meanwhile."""
-        if lane.ready or self._closing:
+        if lane.ready or lane.finishing or self._closing:
             return
         try:
             lane.tx.open()
@@ -303,10 +316,14 @@ class GroupCommitter:
         except Exception as exc:  # noqa: BLE001 - every failure ends the same way
             self._fall_back(lane, group, exc)
         else:
-            self.committed += len(group)
             ok = True
         with self._cond:
+            if ok:
+                self.committed += len(group)
+            else:
+                self.fell_back += len(group)
             self._pending -= len(group)
+            lane.finishing = False
             self._cond.notify_all()
         observe = self.observe
         if observe is not None and group:
@@ -331,7 +348,6 @@ class GroupCommitter:
             )
         for decision in group:
             self._fallback(decision.end)
-        self.fell_back += len(group)
 
 
 class _TooLate(Exception):
