@@ -31,7 +31,8 @@ TEST_WORKERS ?= 2
 test: install jars lint docs
 	$(WITH_KAFKA) $(PY) -m pytest tests -m "not cluster and not long" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# A broker outage of a minute, a proxy killed mid-burst, a timer a minute ahead: a few minutes.
+# A broker outage of a minute, a proxy killed mid-burst, a timer a minute ahead, the Java
+# client's consumers through the proxy: a few minutes.
 test-long: install jars
 	$(WITH_KAFKA) $(PY) -m pytest tests -m "long and not cluster" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

@@ -23,7 +23,7 @@ from tests.integration.proxy.test_java_client import run_java as run_java  # the
 from tests.integration.proxy.test_simple_consumer import send
 from tests.support import unique
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.kafka, pytest.mark.long, pytest.mark.timeout(240)]
 
 
 def run_to_the_end(run_java: RunJava, *args: str) -> JavaProgram:
