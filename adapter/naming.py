@@ -57,6 +57,8 @@ SYSTEM_TOPICS = frozenset(
     }
 )
 """Topics a user producer may not send to (RocketMQ's ``NOT_ALLOWED_SEND_TOPIC_SET``)."""
+SYSTEM_PREFIX = "RMQ_SYS_"
+"""Every topic of the adapter's own starts so, those of later releases too."""
 
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
@@ -119,6 +121,11 @@ def sendable_kafka_topic(topic: str) -> str:
     return kafka_topic(topic)
 
 
+def is_system_topic(topic: str) -> bool:
+    """One of the adapter's (or RocketMQ's) system topics, never an application's."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIX)
+
+
 def validate_group(group: str) -> str:
     """Check a producer or consumer group name by RocketMQ's rules and return it."""
     return _check_characters("group", group, GROUP_MAX_LENGTH)
@@ -166,7 +173,7 @@ def with_namespace(namespace: str, name: str) -> str:
     """``name`` (a topic or group) in ``namespace``: ``<namespace>%<name>``; a retry or
     dead-letter topic as ``%RETRY%<namespace>%<group>``. No namespace, a system topic or a
     name already in the namespace is left as it is (RocketMQ's ``wrapNamespace``)."""
-    if not namespace or not name or name in SYSTEM_TOPICS or name.startswith("RMQ_SYS_"):
+    if not namespace or not name or is_system_topic(name):
         return name
     prefix = check_namespace(namespace) + NAMESPACE_SEPARATOR
     for system in (RETRY_PREFIX, DLQ_PREFIX):

@@ -260,10 +260,10 @@ class Receives:
         return status()
 
     def change(self, request: Any, account: Account, metadata: Mapping[str, str]) -> Any:
-        settling = self._settling("ChangeInvisibleDuration", request, account, metadata)
-        if not isinstance(settling, tuple):
-            return settling
-        consumer, held = settling
+        peer = self._holder(request, account)
+        if peer is not None:
+            return self._peers.pass_on("ChangeInvisibleDuration", request, peer, metadata)
+        consumer, held = self._held_message(request)
         try:
             consumer.change_invisible_duration(held, _seconds(request.invisible_duration, 0.0))
         except ClientException as exc:
@@ -275,10 +275,10 @@ class Receives:
     def forward(self, request: Any, account: Account, metadata: Mapping[str, str]) -> Any:
         """``ForwardMessageToDeadLetterQueue``: the received message goes to ``%DLQ%<group>``
         now (a FIFO push consumer's last failed attempt), and is settled."""
-        settling = self._settling("ForwardMessageToDeadLetterQueue", request, account, metadata)
-        if not isinstance(settling, tuple):
-            return settling
-        consumer, held = settling
+        peer = self._holder(request, account)
+        if peer is not None:
+            return self._peers.pass_on("ForwardMessageToDeadLetterQueue", request, peer, metadata)
+        consumer, held = self._held_message(request)
         held.message_id = request.message_id
         reason = (
             f"forwarded by the client after {request.delivery_attempt} deliveries "
@@ -290,22 +290,18 @@ class Receives:
             raise ProxyError(_code_of(exc, Code.INVALID_RECEIPT_HANDLE), str(exc)) from exc
         return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
-    def _settling(
-        self, method: str, request: Any, account: Account, metadata: Mapping[str, str]
-    ) -> tuple[SimpleConsumer, Message] | Any:
-        """The group's consumer and the message of ``request.receipt_handle``, once the
-        caller may consume the request's topic in its group; or, for a handle another proxy
-        gave, that proxy's answer."""
+    def _holder(self, request: Any, account: Account) -> Address | None:
+        """The other proxy that holds the message of ``request.receipt_handle``; None when this
+        one does. The caller must be allowed to consume the request's topic in its group."""
         group = resource_name(request.group, "consumer group")
-        topic = resource_name(request.topic)
-        account.require(Perm.SUB, topic=topic, group=group)
-        inner, named = split(request.receipt_handle)
-        peer = self._peers.other(named)
-        if peer is not None:
-            return self._peers.pass_on(method, request, peer, metadata)
-        consumer = self._held(group)
+        account.require(Perm.SUB, topic=resource_name(request.topic), group=group)
+        return self._peers.other(split(request.receipt_handle)[1])
+
+    def _held_message(self, request: Any) -> tuple[SimpleConsumer, Message]:
+        """The group's consumer here, and the message of ``request.receipt_handle``."""
+        consumer = self._held(resource_name(request.group, "consumer group"))
         held = Message()
-        held.receipt_handle = inner
+        held.receipt_handle = split(request.receipt_handle)[0]
         return consumer, held
 
     def close(self) -> None:

@@ -27,14 +27,13 @@ from adapter import properties as prop
 from adapter.wire.records import ScheduledMessage
 
 KAFKA_INTERNAL_PREFIX = "__"
-SYSTEM_PREFIX = "RMQ_SYS_"
 
 
 def refused_destination(record: ScheduledMessage) -> str | None:
     """Why the forwarder must not deliver ``record`` to its real topic; None when it may.
     The record is parked with ``refused destination: <why>``."""
     topic = record.topic
-    if topic in naming.SYSTEM_TOPICS or topic.startswith(SYSTEM_PREFIX):
+    if naming.is_system_topic(topic):
         return f"{topic!r} is a system topic"
     if topic.startswith(KAFKA_INTERNAL_PREFIX):
         return f"{topic!r} is a Kafka internal topic"

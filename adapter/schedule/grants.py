@@ -30,7 +30,7 @@ from adapter import naming
 from adapter.exceptions import ConfigError
 from adapter.schedule.signing import check_key, signature
 
-ENV_GRANTS = "RMQ_ADAPTER_SCHEDULE_GRANTS"
+UNSIGNED = "unsigned: this forwarder takes records signed by a granted application"
 
 
 class Unsigned(ValueError):
@@ -63,7 +63,7 @@ class ScheduleGrants:
         """The name of the application that signed ``value``; :class:`Unsigned` when no
         application of the grants did."""
         if signer is None or sig is None:
-            raise Unsigned("unsigned: this forwarder takes records signed by a granted application")
+            raise Unsigned(UNSIGNED)
         name = signer.decode("utf-8", errors="replace")
         grant = self.applications.get(name)
         if grant is None:
@@ -76,7 +76,7 @@ class ScheduleGrants:
         """Why ``signer`` may not reach ``topic``; None when it may."""
         grant = self.applications.get(signer or "")
         if grant is None:
-            return "unsigned: this forwarder takes records signed by a granted application"
+            return UNSIGNED
         if not grant.may_reach(topic):
             return f"{signer!r} is not granted {topic!r}"
         return None

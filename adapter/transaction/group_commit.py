@@ -163,7 +163,7 @@ class GroupCommitter:
         """Decisions handed over and neither committed nor handed back yet."""
         self.observe: Callable[[GroupTimes], None] | None = None
         """Told the :class:`GroupTimes` of every group once it is committed or fell back
-        (a benchmark's hook; called on the committer's thread)."""
+        (a benchmark's hook; called on the thread that finished the group)."""
 
     # -- lifecycle --------------------------------------------------------------------------
 

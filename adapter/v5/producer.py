@@ -314,9 +314,8 @@ class Producer:
         )
         message.message_id = msg_id = new_message_id()
         message.message_type = int(kind)
-        topic = self._configuration.named(str(message.topic))
-        group, deliver_at = message.message_group, message.delivery_timestamp
         wire = message.to_wire(self._configuration.namespace)
+        topic, group, deliver_at = wire.topic, message.message_group, message.delivery_timestamp
         try:
             if deliver_at:
                 timer = timers.timer_record(sender, wire, msg_id, deliver_at)
@@ -341,15 +340,14 @@ class Producer:
         if transactional is None:
             raise IllegalArgumentException("Transaction checker should not be null.")
         transaction.add_half_message(message)
-        topic = self._configuration.named(str(message.topic))
+        wire = message.to_wire(self._configuration.namespace)
+        topic = wire.topic
         producer = transactional.for_topic(topic)
         transaction_id = new_message_id()
         message.message_id = transaction_id
         message.message_type = int(MessageType.TRANSACTION)
         try:
-            sent = producer.send_half(
-                message.to_wire(self._configuration.namespace), transaction_id
-            )
+            sent = producer.send_half(wire, transaction_id)
         except ProducerException as exc:
             raise translate(exc, f"send half message {transaction_id} to {topic}") from exc
         receipt = SendReceipt(
