@@ -510,6 +510,11 @@ def main() -> None:
     parser.add_argument(
         "--proxies", type=int, default=1, help="proxy processes sharing one port (--reuse-port)"
     )
+    parser.add_argument(
+        "--proxy-plaintext",
+        action="store_true",
+        help="the proxy serves plaintext only (--plaintext: gRPC on the port, no TLS front)",
+    )
     parser.add_argument("--tx-messages", type=int, help="transactional throughput messages")
     parser.add_argument("--seed-watch", type=float, help="seconds to watch for duplicates")
     parser.add_argument("--seed-runs", type=int, help="seed 004 runs per check interval")
@@ -533,6 +538,8 @@ def main() -> None:
         sizes = replace(sizes, simple=args.simple)
     if args.proxies > 1:
         sizes = replace(sizes, proxies=args.proxies)
+    if args.proxy_plaintext:
+        sizes = replace(sizes, proxy_plaintext=True)
     if args.workloads:
         sizes = replace(sizes, workloads=tuple(w for w in WORKLOADS if w in args.workloads))
     rmq, ours, proxy = Figures("RocketMQ"), Figures("adapter"), Figures("proxy")

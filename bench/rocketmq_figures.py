@@ -72,6 +72,7 @@ class Sizes:
     push: int = 2_000  # messages to a PushConsumer, send to listener, paced
     push_pace: float = 200.0
     proxies: int = 1  # proxy processes sharing one port (the proxy's column)
+    proxy_plaintext: bool = False  # the proxy's --plaintext (no TLS, no front)
     workloads: tuple[str, ...] = WORKLOADS
 
     def quick(self) -> Sizes:

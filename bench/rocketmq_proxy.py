@@ -87,13 +87,14 @@ class Proxies:
     """``count`` proxy processes sharing one loopback port (``--reuse-port``: the kernel spreads
     the clients' connections over them), seen as one: their CPU time and memory summed."""
 
-    def __init__(self, bootstrap: str, out: Path, count: int) -> None:
+    def __init__(self, bootstrap: str, out: Path, count: int, *extra: str) -> None:
         if count == 1:
-            self.members = [Proxy(bootstrap, out)]
+            self.members = [Proxy(bootstrap, out, "127.0.0.1:0", *extra)]
         else:
             listen = f"127.0.0.1:{free_port()}"
             self.members = [
-                Proxy(bootstrap, out, listen, "--reuse-port", name=f"-{i}") for i in range(count)
+                Proxy(bootstrap, out, listen, "--reuse-port", *extra, name=f"-{i}")
+                for i in range(count)
             ]
 
     @property
@@ -213,11 +214,14 @@ def messages_sent(workload: str, sizes: Sizes) -> int:
 
 
 @contextlib.contextmanager
-def proxy_stack(bootstrap: str, processes: int = 1) -> Iterator[ProxyTarget]:
-    """The workers and ``processes`` proxies on ``bootstrap``, all stopped afterwards."""
+def proxy_stack(
+    bootstrap: str, processes: int = 1, plaintext: bool = False
+) -> Iterator[ProxyTarget]:
+    """The workers and ``processes`` proxies on ``bootstrap`` (``--plaintext`` ones if
+    ``plaintext``), all stopped afterwards."""
     topics.init_topics({"bootstrap.servers": bootstrap}, topics.system_layout(8, LEVELS))
     with contextlib.ExitStack() as stack:
-        proxy = Proxies(bootstrap, OUT, processes)
+        proxy = Proxies(bootstrap, OUT, processes, *(["--plaintext"] if plaintext else []))
         stack.callback(proxy.stop)
         target = ProxyTarget(bootstrap, proxy, Coordinator(bootstrap, OUT, "default"))
         stack.callback(lambda: target.coordinator.stop())  # the last one started
@@ -235,7 +239,12 @@ def run(sizes: Sizes, figures: Figures) -> None:
     logging.getLogger("adapter").setLevel(logging.WARNING)
     if sizes.proxies > 1:
         figures.notes.append(f"{figures.system}: {sizes.proxies} proxy processes on one port")
-    with kafka() as bootstrap, proxy_stack(bootstrap, sizes.proxies) as target:
+    if sizes.proxy_plaintext:
+        figures.notes.append(f"{figures.system}: `--plaintext` (gRPC on the port, no TLS)")
+    with (
+        kafka() as bootstrap,
+        proxy_stack(bootstrap, sizes.proxies, sizes.proxy_plaintext) as target,
+    ):
         for workload in WORKLOADS:
             if workload not in sizes.workloads:
                 continue

@@ -65,6 +65,11 @@ def _option(name: str, help: str, **kwargs: Any) -> Callable[[F], F]:
     type=click.IntRange(min=1),
     default=2000,
 )
+@_option(
+    "--plaintext",
+    "Plaintext only, served by gRPC itself: faster per call; for clients with TLS off.",
+    is_flag=True,
+)
 @_option("--reuse-port", "Share --listen with other proxies on this host.", is_flag=True)
 @_option(
     "--fifo-groups",
@@ -120,6 +125,7 @@ def proxy_command(**options: Any) -> None:
             users_file=options["users"],
             tls_cert=options["tls_cert"],
             tls_key=options["tls_key"],
+            plaintext=options["plaintext"],
             reuse_port=options["reuse_port"],
             stop_timeout_s=options["stop_timeout"],
             max_inflight=options["max_inflight"],

@@ -114,6 +114,10 @@ class ProxyConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM certificate chain and key; neither: a self-signed certificate made at start."""
+    plaintext: bool = False
+    """gRPC itself listens, plaintext only: no TLS, and no front copying each connection's bytes
+    (:mod:`adapter.proxy.front`), which costs time on every call. For clients built with TLS
+    off (``enableSsl(false)``, the Python client's default), or TLS ended before the proxy."""
     reuse_port: bool = False
     """Bind with ``SO_REUSEPORT``: several proxies share one port, the kernel spreads clients."""
     stop_timeout_s: float = 30.0
@@ -140,6 +144,8 @@ class ProxyConfig:
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("give both --tls-cert and --tls-key, or neither")
+        if self.plaintext and self.tls_cert is not None:
+            raise ConfigError("--plaintext serves no TLS: give it or --tls-cert, not both")
         if self.stop_timeout_s <= 0:
             raise ConfigError(f"stop timeout must be positive, got {self.stop_timeout_s}")
         if self.send_timeout_ms <= 0:

@@ -7,7 +7,9 @@ with their metrics endpoint and signal handling (:mod:`adapter.ops.workers`).
 
 Start: the send core (one Kafka producer for every client's messages), the gRPC server on two
 Unix sockets in a private directory (plaintext, and TLS with the given or a self-signed
-certificate), then the listening port (:mod:`adapter.proxy.front`). ``ready()`` once serving
+certificate), then the listening port (:mod:`adapter.proxy.front`). With ``--plaintext`` gRPC
+listens on the port itself, plaintext only: no front copies the bytes, and every call is
+cheaper. ``ready()`` once serving
 and Kafka answered in the last minute.
 
 Stop, in this order: no new connection is taken; gRPC refuses new calls; the Telemetry streams
@@ -164,20 +166,24 @@ class ProxyServer:
                 options=[
                     ("grpc.max_receive_message_length", _MESSAGE_LIMIT),
                     ("grpc.max_send_message_length", _MESSAGE_LIMIT),
-                    ("grpc.so_reuseport", 0),
+                    ("grpc.so_reuseport", int(config.plaintext and config.reuse_port)),
                 ]
             )
             server.add_generic_rpc_handlers((rpc_handler(servicer),))
-            plain = str(Path(private) / "plain.sock")
-            server.add_insecure_port(f"unix:{plain}")
-            secure = str(Path(private) / "tls.sock")
-            server.add_secure_port(f"unix:{secure}", tls.server_credentials(config))
-            peer_port = server.add_insecure_port(str(config.peer_listen))
-            peers.me = config.peer_advertise or Address(config.peer_listen.host, peer_port)
-            await server.start()
-            front = Front(config.listen, plain, secure, reuse_port=config.reuse_port)
+            front: Front | None = None
             try:
-                self.address = front.start()
+                if config.plaintext:
+                    self.address = _bind(server, config.listen)
+                else:
+                    plain = str(Path(private) / "plain.sock")
+                    server.add_insecure_port(f"unix:{plain}")
+                    secure = str(Path(private) / "tls.sock")
+                    server.add_secure_port(f"unix:{secure}", tls.server_credentials(config))
+                    front = Front(config.listen, plain, secure, reuse_port=config.reuse_port)
+                peers.me = config.peer_advertise or _bind(server, config.peer_listen)
+                await server.start()
+                if front is not None:
+                    self.address = front.start()
             except OSError:
                 await server.stop(None)
                 await self._loop.run_in_executor(executor, self._close, transactions, sender)
@@ -185,7 +191,8 @@ class ProxyServer:
                 raise
             self.serving.set()
             log.info(
-                "proxy serving RocketMQ 5.x gRPC (TLS and plaintext) on %s, Kafka at %s; %s",
+                "proxy serving RocketMQ 5.x gRPC (%s) on %s, Kafka at %s; %s",
+                "plaintext only" if front is None else "TLS and plaintext",
                 self.address,
                 config.kafka.bootstrap_servers,
                 f"auth on ({auth.account_count} access keys)"
@@ -196,12 +203,14 @@ class ProxyServer:
             await self._wake.wait()
             log.info("proxy stopping: no new connections, calls in flight finish")
             self.serving.clear()
-            front.stop_accepting()
+            if front is not None:
+                front.stop_accepting()
             stopping = asyncio.create_task(server.stop(config.stop_timeout_s / 2))
             await asyncio.sleep(0)  # new calls are refused from here on
             self.sessions.end_all()
             await stopping
-            front.close_all()
+            if front is not None:
+                front.close_all()
             ticking.cancel()
             await self._loop.run_in_executor(executor, self._close, transactions, sender)
             await self._loop.run_in_executor(executor, receives.close)
@@ -259,6 +268,17 @@ def _reaches(sender: Sender) -> bool:
         log.warning("Kafka at %s does not answer: %s", sender.address, exc)
         return False
     return True
+
+
+def _bind(server: Any, address: Address) -> Address:
+    """Add a plaintext port to ``server``: the address bound (``OSError`` if taken)."""
+    try:
+        port = server.add_insecure_port(str(address))
+    except RuntimeError as exc:  # grpcio raises this when the port cannot be bound
+        raise OSError(f"cannot listen on {address}: {exc}") from exc
+    if not port:
+        raise OSError(f"cannot listen on {address}")
+    return Address(address.host, port)
 
 
 def _quietly(call: Any, *args: Any) -> Any:

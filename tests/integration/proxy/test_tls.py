@@ -52,3 +52,19 @@ def test_without_a_certificate_a_self_signed_one_speaks_h2(proxy: RunningProxy) 
     ):
         assert tls.selected_alpn_protocol() == "h2"
         assert tls.getpeercert(binary_form=True)
+
+
+def test_a_plaintext_proxy_serves_plaintext_clients_and_no_tls(start_proxy: StartProxy) -> None:
+    proxy = start_proxy("--plaintext")
+    with grpc.insecure_channel(proxy.endpoint) as channel:
+        assert heartbeat(channel) == Code.OK
+    host, port = proxy.endpoint.rsplit(":", 1)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        pytest.raises((ssl.SSLError, OSError)),
+    ):
+        context.wrap_socket(raw, server_hostname="localhost")
+    assert "plaintext only" in proxy.output()

@@ -57,3 +57,13 @@ def test_bad_topic_types_are_refused_with_the_reason(text: str, why: str) -> Non
 def test_a_certificate_needs_its_key() -> None:
     with pytest.raises(ConfigError, match="both"):
         ProxyConfig(KafkaSettings("k:9092"), tls_cert=Path("cert.pem"))
+
+
+def test_a_plaintext_proxy_takes_no_certificate() -> None:
+    with pytest.raises(ConfigError, match="--plaintext serves no TLS"):
+        ProxyConfig(
+            KafkaSettings("k:9092"),
+            plaintext=True,
+            tls_cert=Path("cert.pem"),
+            tls_key=Path("key.pem"),
+        )
