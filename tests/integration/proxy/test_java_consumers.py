@@ -2,7 +2,10 @@
 receive through the proxy, over TLS as the client defaults to: a ``SimpleConsumer`` acks every
 message but one, which it lets lapse and gets back once with delivery attempt 2; a
 ``PushConsumer`` with a tag expression gets what an ``adapter.client`` 2.0 producer sent with
-its id, tag, keys and properties, each once, and a message it failed once more with attempt 2.
+its id, tag, keys and properties, each once, and a message it failed once more with attempt 2;
+a ``PushConsumer`` of a FIFO group (``--fifo-groups``) gets each message group in order, a
+message it fails retried (by the client, with attempt + 1) before anything after it in its
+group, while the other message groups go on.
 
 Known gaps: the invisible duration's length (the lapsed message not back before it) is asserted
 by the official Python client's tests (``test_simple_consumer.py``), not here.
@@ -13,15 +16,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
+from confluent_kafka import TopicPartition
 
+from adapter import naming
 from adapter.client import Message
-from tests.integration.proxy.conftest import RunningProxy
+from adapter.kafka import clients
+from tests.integration.proxy.conftest import RunningProxy, StartProxy
 from tests.integration.proxy.java import JavaProgram
+from tests.integration.proxy.test_fifo_consumers import GROUPS, PER_GROUP, send_fifo
 from tests.integration.proxy.test_java_client import RunJava
 from tests.integration.proxy.test_java_client import classpath as classpath  # the fixture
 from tests.integration.proxy.test_java_client import run_java as run_java  # the fixture
 from tests.integration.proxy.test_simple_consumer import send
-from tests.support import unique
+from tests.support import unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.long, pytest.mark.timeout(240)]
 
@@ -95,3 +102,41 @@ def test_a_java_push_consumer_gets_a_2_0_producer_s_messages_with_their_tags_key
         assert delivery["keys"] == f"k{body[1:]},order-{body[1:]}"
         assert delivery["props"] == "shop:north", "the user's property, and nothing else"
     assert sorted(d["body"] for d in deliveries(program, "CONSUMED")) == sorted(wanted)
+
+
+def committed_to_the_end(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
+    """Whether ``group``'s committed offsets on ``topic`` are its partitions' ends (all acked)."""
+    at = [TopicPartition(naming.kafka_topic(topic), p) for p in range(partitions)]
+    consumer = clients.consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in at]
+        return [tp.offset for tp in consumer.committed(at, timeout=10)] == ends
+    finally:
+        consumer.close()
+
+
+def test_a_java_fifo_push_consumer_gets_each_message_group_in_order_while_one_message_fails(
+    start_proxy: StartProxy, run_java: RunJava, new_topic, kafka_bootstrap: str
+) -> None:
+    topic, group = new_topic(2, "JFifo"), unique("GID_jfifo")
+    proxy = start_proxy("--fifo-groups", group)
+    send_fifo(proxy, topic)  # 3 message groups, their messages interleaved on 2 partitions
+    every = [f"{name}:{i}" for name in GROUPS for i in range(PER_GROUP)]
+    args = (proxy.endpoint, topic, group, str(len(every)), "g2:1", "2")  # g2:1 fails twice
+    program = run_to_the_end(run_java, "fifo", *args)
+    received = deliveries(program)
+    for name in GROUPS:
+        expected = [(f"{name}:{i}", 1) for i in range(PER_GROUP)]
+        if name == "g2":
+            expected[2:2] = [("g2:1", 2), ("g2:1", 3)]  # again, before g2:2
+        got = [(d["body"], int(d["attempt"])) for d in received if d["group"] == name]
+        assert got == expected, f"{name} in order, its failed message retried before the rest"
+    assert sorted(d["body"] for d in deliveries(program, "CONSUMED")) == sorted(every), "once"
+    consumed_g2_1 = max(int(d["at"]) for d in received if d["body"] == "g2:1")
+    others = [int(d["at"]) for d in received if d["group"] != "g2"]
+    assert max(others) < consumed_g2_1, "the other groups done while g2:1 was retried"
+    wait_until(
+        lambda: committed_to_the_end(kafka_bootstrap, group, topic, 2),
+        timeout=30,
+        what="every ack committed by the group's Kafka consumer",
+    )

@@ -14,12 +14,17 @@
  *                                             lapse once (not acked) and acks when it is back
  *   push <endpoint> <topic> <group> <tag expression> <count> <failed body or ->
  *                                             a PushConsumer consumes, failing one body once
+ *   fifo <endpoint> <topic> <group> <count> <failed body> <failures>
+ *                                             a PushConsumer of a FIFO group (the proxy's
+ *                                             --fifo-groups), its message groups consumed in
+ *                                             parallel, fails one body <failures> times
  *
  * Each result is one line on standard output: SENT, DECIDED, CHECKED, RECALLED, FAILED, DONE;
  * the consumers print RECEIVED id=.. body=.. attempt=.. (push: also tag=, keys=a,b and
- * props=k:v;k:v) for every delivery, and ACKED / LAPSED / CONSUMED / FAILED id=.. body=.. for
- * what they did with it. A consumer ends by itself: once it has what it expects and a few quiet
- * seconds more (anything received again shows), or after 60 s with INCOMPLETE and exit code 1.
+ * props=k:v;k:v; fifo: group=.. and at=<ms since start>) for every delivery, in order, and
+ * ACKED / LAPSED / CONSUMED / FAILED id=.. body=.. for what they did with it. A consumer ends
+ * by itself: once it has what it expects and a few quiet seconds more (anything received again
+ * shows), or after 60 s with INCOMPLETE and exit code 1.
  */
 package rmq.adapter.proxytests;
 
@@ -83,6 +88,8 @@ public final class ProxyClient {
                 Integer.parseInt(args[4]), args[5], Integer.parseInt(args[6]));
             case "push" -> complete = push(config.build(), args[2], args[3], args[4],
                 Integer.parseInt(args[5]), args[6]);
+            case "fifo" -> complete = fifo(config.build(), args[2], args[3], Integer.parseInt(args[4]),
+                args[5], Integer.parseInt(args[6]));
             default -> throw new IllegalArgumentException("unknown scenario " + scenario);
         }
         if (!complete) {
@@ -246,20 +253,55 @@ public final class ProxyClient {
                 System.out.println("RECEIVED " + seen(view) + " attempt=" + view.getDeliveryAttempt()
                     + " tag=" + view.getTag().orElse("") + " keys=" + String.join(",", new TreeSet<>(view.getKeys()))
                     + " props=" + shown);
-                if (body(view).equals(failed) && view.getDeliveryAttempt() == 1) {
-                    System.out.println("FAILED " + seen(view));
-                    return ConsumeResult.FAILURE;
-                }
-                consumed.add(body(view));
-                System.out.println("CONSUMED " + seen(view));
-                return ConsumeResult.SUCCESS;
+                return failOrConsume(view, failed, 1, consumed);
             }).build()) {
-            long deadline = System.currentTimeMillis() + CONSUMER_DEADLINE_MS;
-            while (System.currentTimeMillis() < deadline && consumed.size() < count) {
-                Thread.sleep(100);
-            }
-            Thread.sleep(3_000);  // an ack not taken, or a message filtered in wrongly, would show
+            return awaitConsumed(consumed, count);
         }
+    }
+
+    /**
+     * A FIFO group's PushConsumer: the proxy tells the client the group is FIFO, so the client
+     * consumes each message group's messages one after another and retries a failed one itself,
+     * after the retry policy's back-off, with its delivery attempt + 1. The FIFO consume
+     * accelerator lets the message groups of one received batch run in parallel, as an
+     * application that wants them independent sets it.
+     */
+    private static boolean fifo(ClientConfiguration config, String topic, String group, int count,
+        String failed, int failures) throws Exception {
+        Set<String> consumed = ConcurrentHashMap.newKeySet();
+        long start = System.currentTimeMillis();
+        try (PushConsumer consumer = PROVIDER.newPushConsumerBuilder().setClientConfiguration(config)
+            .setConsumerGroup(group).setSubscriptionExpressions(Map.of(topic, FilterExpression.SUB_ALL))
+            .setEnableFifoConsumeAccelerator(true)
+            .setMessageListener(view -> {
+                System.out.println("RECEIVED " + seen(view) + " group=" + view.getMessageGroup().orElse("")
+                    + " attempt=" + view.getDeliveryAttempt()
+                    + " at=" + (System.currentTimeMillis() - start));
+                return failOrConsume(view, failed, failures, consumed);
+            }).build()) {
+            return awaitConsumed(consumed, count);
+        }
+    }
+
+    /** A push consumer's answer: FAILURE for the first {@code failures} deliveries of {@code failed}. */
+    private static ConsumeResult failOrConsume(MessageView view, String failed, int failures,
+        Set<String> consumed) {
+        if (body(view).equals(failed) && view.getDeliveryAttempt() <= failures) {
+            System.out.println("FAILED " + seen(view));
+            return ConsumeResult.FAILURE;
+        }
+        consumed.add(body(view));
+        System.out.println("CONSUMED " + seen(view));
+        return ConsumeResult.SUCCESS;
+    }
+
+    /** Whether a push consumer consumed {@code count} bodies before its deadline. */
+    private static boolean awaitConsumed(Set<String> consumed, int count) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + CONSUMER_DEADLINE_MS;
+        while (System.currentTimeMillis() < deadline && consumed.size() < count) {
+            Thread.sleep(100);
+        }
+        Thread.sleep(3_000);  // an ack not taken, or a message filtered in wrongly, would show
         return consumed.size() >= count;
     }
 }
