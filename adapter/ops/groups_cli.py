@@ -74,6 +74,22 @@ def render_plan(group: str, target: Target, moves: list[Move], *, executed: bool
     return "\n".join(lines)
 
 
+def target_of(
+    to_time: str | None, to_offset: int | None, to_earliest: bool, to_latest: bool
+) -> Target:
+    """The reset's target from exactly one of the four choices (a usage error otherwise)."""
+    chosen = [to_time is not None, to_offset is not None, to_earliest, to_latest]
+    if sum(chosen) != 1:
+        raise click.UsageError(
+            "give exactly one of --to-time, --to-offset, --to-earliest, --to-latest"
+        )
+    if to_time is not None:
+        return Target(TargetKind.TIME, parse_time(to_time))
+    if to_offset is not None:
+        return Target(TargetKind.OFFSET, to_offset)
+    return Target(TargetKind.EARLIEST if to_earliest else TargetKind.LATEST)
+
+
 @click.group("groups")
 def groups_group() -> None:
     """Consumer groups: list them, their lag, and reset their offsets."""
@@ -126,17 +142,7 @@ def groups_reset(
     timeout: float,
 ) -> None:
     """Move GROUP's committed offsets: print the plan, and with --execute, do it."""
-    chosen = [to_time is not None, to_offset is not None, to_earliest, to_latest]
-    if sum(chosen) != 1:
-        raise click.UsageError(
-            "give exactly one of --to-time, --to-offset, --to-earliest, --to-latest"
-        )
-    if to_time is not None:
-        target = Target(TargetKind.TIME, parse_time(to_time))
-    elif to_offset is not None:
-        target = Target(TargetKind.OFFSET, to_offset)
-    else:
-        target = Target(TargetKind.EARLIEST if to_earliest else TargetKind.LATEST)
+    target = target_of(to_time, to_offset, to_earliest, to_latest)
     groups = Groups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
     moves = plan(groups.queues(group, topic, target), target)
     if execute:

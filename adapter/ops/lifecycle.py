@@ -108,16 +108,22 @@ def consumed_by(group: str, committed: int | None, place: Place) -> str:
     return f"group {group}: not consumed yet (its commit: {commit})"
 
 
+def _utc(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def timeline(steps: Iterable[Step]) -> list[tuple[str, str, str]]:
+    """The steps in time order, each as its time (UTC, to the millisecond), what and where."""
+    return [(_utc(s.at_ms), s.what, s.where) for s in sorted(steps, key=lambda s: s.at_ms)]
+
+
 def render(msg_id: str, steps: Iterable[Step], groups: Iterable[str], scanned: str) -> str:
-    ordered = sorted(steps, key=lambda s: s.at_ms)
+    ordered = timeline(steps)
     lines = [f"message {msg_id} (times in UTC)"]
     if not ordered:
         lines.append("  no record of it in the window")
-    for step in ordered:
-        when = dt.datetime.fromtimestamp(step.at_ms / 1000, dt.UTC).strftime(
-            "%Y-%m-%d %H:%M:%S.%f"
-        )[:-3]
-        lines.append(f"  {when}  {step.what}" + (f"  {step.where}" if step.where else ""))
+    for when, what, where in ordered:
+        lines.append(f"  {when}  {what}" + (f"  {where}" if where else ""))
     lines += [f"  {line}" for line in groups]
     lines.append(scanned)
     return "\n".join(lines)

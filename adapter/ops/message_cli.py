@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 
 import click
+from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
 from adapter import properties as prop
@@ -30,12 +31,37 @@ _begin = click.option("--begin", default=None, help="Window start (default: 24 h
 _end = click.option("--end", default=None, help="Window end (default: now).")
 
 
-def _search(bootstrap: str, begin: str | None, end: str | None, timeout: float) -> MessageSearch:
-    end_ms = SYSTEM_CLOCK.now_ms() + 1 if end is None else parse_time(end)
+def window(begin: str | None, end: str | None, now_ms: int) -> tuple[int, int]:
+    """The window of a query in epoch milliseconds: ``begin`` to ``end`` (operators' times),
+    by default the 24 hours up to now."""
+    end_ms = now_ms + 1 if end is None else parse_time(end)
     begin_ms = end_ms - DEFAULT_WINDOW_MS if begin is None else parse_time(begin)
+    return begin_ms, end_ms
+
+
+def _search(bootstrap: str, begin: str | None, end: str | None, timeout: float) -> MessageSearch:
+    begin_ms, end_ms = window(begin, end, SYSTEM_CLOCK.now_ms())
     return MessageSearch(
         KafkaSettings.from_env(bootstrap).librdkafka({}), begin_ms, end_ms, timeout
     )
+
+
+QUERY_HEADER = ("place", "stored (UTC)", "msg id", "tags", "keys", "bytes")
+
+
+def query_rows(found: list[KafkaRecord]) -> list[tuple[str, str, str, str, str, int]]:
+    """One row per record a query found, under :data:`QUERY_HEADER`."""
+    return [
+        (
+            str(place_of(r)),
+            dt.datetime.fromtimestamp(stored_at(r) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            header_text(r, prop.UNIQ_KEY) or "-",
+            header_text(r, prop.TAGS) or "-",
+            header_text(r, prop.KEYS) or "-",
+            len(r.value() or b""),
+        )
+        for r in found
+    ]
 
 
 @click.group("message")
@@ -89,18 +115,7 @@ def message_query(
 ) -> None:
     """TOPIC's messages in the window, by key or tag (all of the window's without either)."""
     found, life = _search(bootstrap, begin, end, timeout).query(topic, key, tag)
-    rows = [
-        (
-            str(place_of(r)),
-            dt.datetime.fromtimestamp(stored_at(r) / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
-            header_text(r, prop.UNIQ_KEY) or "-",
-            header_text(r, prop.TAGS) or "-",
-            header_text(r, prop.KEYS) or "-",
-            len(r.value() or b""),
-        )
-        for r in found
-    ]
+    rows = query_rows(found)
     if rows:
-        header_row = ("place", "stored (UTC)", "msg id", "tags", "keys", "bytes")
-        click.echo("\n".join(table(header_row, rows, indent="")))
+        click.echo("\n".join(table(QUERY_HEADER, rows, indent="")))
     click.echo(f"{plural(len(rows), 'message')} found; {life.summary()[1:-1]}")

@@ -156,7 +156,8 @@ def _backlog(reader: Consumer, tp: TopicPartition, position: int, timeout_s: flo
     return Backlog(high - start, oldest, exact=False)
 
 
-def _duration(ms: int) -> str:
+def duration(ms: int) -> str:
+    """``ms`` as a person reads it: 250ms, 45s, 12m, 3h."""
     seconds = abs(ms) // 1000
     if abs(ms) < 1000:
         text = f"{abs(ms)}ms"
@@ -169,20 +170,24 @@ def _duration(ms: int) -> str:
     return text
 
 
+def level_cells(row: LevelRow, now_ms: int) -> tuple[str, str, str, str]:
+    """A level's row as shown: the level, its delay, its backlog and when its oldest is due."""
+    if row.oldest_due_ms is None:
+        due = "-"
+    elif row.oldest_due_ms <= now_ms:
+        due = f"overdue by {duration(now_ms - row.oldest_due_ms)}"
+    else:
+        due = f"in {duration(row.oldest_due_ms - now_ms)}"
+    backlog = f"{'' if row.exact else '~'}{row.backlog}"
+    return str(row.level), duration(row.delay_ms), backlog, due
+
+
 def render(levels: list[LevelRow], groups: list[GroupRow], now_ms: int) -> str:
     """A plain-text report (pure: given the rows and the time)."""
-    now = now_ms
     lines = [f"{'level':>10}  {'delay':>6}  {'backlog':>8}  oldest due"]
     for row in levels:
-        if row.oldest_due_ms is None:
-            due = "-"
-        elif row.oldest_due_ms <= now:
-            due = f"overdue by {_duration(now - row.oldest_due_ms)}"
-        else:
-            due = f"in {_duration(row.oldest_due_ms - now)}"
-        delay = _duration(row.delay_ms)
-        backlog = f"{'' if row.exact else '~'}{row.backlog}"
-        lines.append(f"{row.level!s:>10}  {delay:>6}  {backlog:>8}  {due}")
+        level, delay, backlog, due = level_cells(row, now_ms)
+        lines.append(f"{level:>10}  {delay:>6}  {backlog:>8}  {due}")
     if not levels:
         lines.append(f"  ({naming.SCHEDULE_TOPIC} does not exist: run `rmq-adapter topics init`)")
     lines.append("")
