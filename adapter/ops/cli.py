@@ -28,6 +28,7 @@ from adapter.kafka.metadata import PartitionCounts
 from adapter.kafka.worker import AnyWorker
 from adapter.kafka.worker_config import DEFAULT_KAFKA_TRANSACTION_TIMEOUT_MS
 from adapter.ops.broker_cli import broker
+from adapter.ops.console_cli import console_command
 from adapter.ops.dlq_cli import dlq_group
 from adapter.ops.exporter_cli import exporter_command, monitoring_group
 from adapter.ops.groups_cli import groups_group
@@ -68,7 +69,7 @@ def main(ctx: click.Context, log_level: str) -> None:
                 handler.setStream(sys.stderr)
 
 
-_LOGS_ON_STDOUT = {"worker", "proxy", "exporter"}
+_LOGS_ON_STDOUT = {"worker", "proxy", "exporter", "console"}
 """Long-running processes log JSON lines on standard output, as containers expect."""
 
 
@@ -272,6 +273,7 @@ main.add_command(
 )
 
 main.add_command(proxy_command)
+main.add_command(console_command)
 
 
 if __name__ == "__main__":
