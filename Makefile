@@ -18,7 +18,7 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test test-long test-cluster unit integration spark-test lint docs bench bench-rocketmq jars spark-jars images install wheel system-deps clean
+.PHONY: demo test test-long test-cluster unit integration spark-test lint docs bench bench-rocketmq jars spark-jars images install wheel system-deps browser-deps clean
 
 demo: install jars
 	$(PY) -m demo
@@ -28,7 +28,7 @@ demo: install jars
 # Two pytest workers, each with its own broker, a test file staying on one worker: the tests
 # mostly wait on Kafka and on delays, so two halve the wall time on two cores.
 TEST_WORKERS ?= 2
-test: install jars lint docs
+test: install jars lint docs browser-deps
 	$(WITH_KAFKA) $(PY) -m pytest tests -m "not cluster and not long" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # A broker outage of a minute, a proxy killed mid-burst, a timer a minute ahead, the Java
@@ -43,7 +43,7 @@ test-cluster: install jars
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-integration: install jars
+integration: install jars browser-deps
 	$(WITH_KAFKA) $(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 spark-test: install jars
@@ -107,6 +107,13 @@ system-deps:
 	  echo "installing Java 17 and Maven from Debian..."; \
 	  apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null; }
 	@$(PYTHON) -c 'import venv' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; }
+
+# The web console's tests drive a real headless Chromium through Selenium: Debian's chromium and
+# chromium-driver (Selenium is pointed at /usr/bin/chromedriver and downloads nothing).
+browser-deps:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "installing Chromium and its driver from Debian (the console's browser tests)..."; \
+	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 clean:
 	rm -rf $(VENV) infra/.jars infra/.images .demo bench/.out build dist site *.egg-info .rmq-spark spark-warehouse
