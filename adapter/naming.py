@@ -14,13 +14,22 @@ A RocketMQ namespace (``NamespaceUtil``) prefixes a topic or group as ``<namespa
 a group's retry and dead-letter topics then read ``%RETRY%<namespace>%<group>``; system topics
 are never prefixed (:func:`with_namespace`, :func:`split_namespace`).
 
+A topic made for priorities (RIP-80) keeps priority 0, and messages without one, in its own
+Kafka topic; each higher band ``k`` is a Kafka topic of its own, ``<kafka topic>.priority-<k>``
+(:func:`priority_topic`, :func:`priority_bands`). The ``.`` keeps these names out of every
+name an application can give, and no ``.`` precedes the digits, so :func:`decode` leaves them
+be; :func:`topic_of` gives a band's record the name of its topic.
+
 Known gaps: a Kafka topic that holds ``.`` but was not written by the adapter decodes to a
-name RocketMQ itself could not have.
+name RocketMQ itself could not have. Kafka refuses a topic whose name differs from an existing
+one only by ``.`` against ``_`` (their metrics collide): a band ``T.priority-2`` and a user's
+topic ``T_priority-2`` cannot both exist.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 from adapter.exceptions import InvalidNameError
@@ -81,6 +90,13 @@ def decode(kafka_name: str) -> str:
     if "." not in kafka_name:
         return kafka_name
     return _ESCAPED.sub(lambda m: _UNESCAPES[m.group(1)], kafka_name)
+
+
+def topic_of(kafka_name: str) -> str:
+    """The RocketMQ topic a record of ``kafka_name`` belongs to: :func:`decode`, and for a
+    priority band's Kafka topic the name of its topic."""
+    base, infix, band = kafka_name.rpartition(PRIORITY_INFIX)
+    return decode(base if infix and _is_band(band) else kafka_name)
 
 
 def _check_characters(kind: str, name: object, max_length: int) -> str:
@@ -203,3 +219,44 @@ def broadcast_group_id(group: str, instance_name: str) -> str:
     the same name resumes where it stopped.
     """
     return f"{validate_group(group)}@{instance_name}"
+
+
+PRIORITY_INFIX = ".priority-"
+"""Between a priority topic's Kafka name and a band's number: ``<kafka topic>.priority-<k>``."""
+
+
+def priority_topic(topic: str, band: int) -> str:
+    """The Kafka topic of priority band ``band`` of RocketMQ topic ``topic``; band 0 is the
+    topic itself."""
+    if isinstance(band, bool) or not isinstance(band, int) or band < 0:
+        raise InvalidNameError(f"a priority band is a whole number from 0, not {band!r}")
+    base = kafka_topic(topic)
+    if band == 0:
+        return base
+    name = f"{base}{PRIORITY_INFIX}{band}"
+    if len(name) > KAFKA_TOPIC_MAX_LENGTH:
+        raise InvalidNameError(
+            f"priority band {band} of [{topic[:40]}] needs a Kafka name of {len(name)} "
+            f"characters; Kafka allows {KAFKA_TOPIC_MAX_LENGTH}",
+            topic=topic,
+        )
+    return name
+
+
+def priority_bands(kafka_name: str, kafka_names: Iterable[str]) -> dict[int, str]:
+    """The bands above 0 among ``kafka_names`` of the topic whose Kafka name is
+    ``kafka_name``, by band number (empty: not a topic made for priorities)."""
+    prefix = kafka_name + PRIORITY_INFIX
+    bands: dict[int, str] = {}
+    for name in kafka_names:
+        if not name.startswith(prefix):
+            continue
+        number = name[len(prefix) :]
+        if _is_band(number):
+            bands[int(number)] = name
+    return bands
+
+
+def _is_band(number: str) -> bool:
+    """``number`` names a band above 0, as :func:`priority_topic` writes it."""
+    return number.isascii() and number.isdigit() and number == str(int(number)) and number != "0"

@@ -33,6 +33,8 @@ TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 BORN_TIMESTAMP = "BORN_TIMESTAMP"
 SHARDING_KEY = "__SHARDINGKEY"
+PRIORITY = "__PRIORITY"
+"""A 5.x priority message's priority (RIP-80), a whole number from 0 (the adapter's name)."""
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_DELAY_MS = "TIMER_DELAY_MS"
@@ -121,11 +123,20 @@ ROCKETMQ_SYSTEM = frozenset(
 """RocketMQ's ``MessageConst.STRING_HASH_SET`` (5.x): the names ``putUserProperty`` refuses
 and the 5.x proxy rejects as user properties (``ILLEGAL_MESSAGE_PROPERTY_KEY``)."""
 
-NOT_FOR_USERS = ROCKETMQ_SYSTEM | RESERVED | {SHARDING_KEY, START_DELIVER_TIME, COPY_STAMP}
+NOT_FOR_USERS = (
+    ROCKETMQ_SYSTEM
+    | RESERVED
+    | {
+        SHARDING_KEY,
+        PRIORITY,
+        START_DELIVER_TIME,
+        COPY_STAMP,
+    }
+)
 """Names an application may not give a property of its own: RocketMQ's system names, those
-the adapter sets itself, the FIFO group of 5.x (``__SHARDINGKEY``) and the delivery time of
-the legacy clients (``__STARTDELIVERTIME``). ``CHECK_IMMUNITY_TIME_IN_SECONDS`` is the user's,
-as in RocketMQ."""
+the adapter sets itself, the FIFO group and the priority of 5.x (``__SHARDINGKEY``,
+``__PRIORITY``) and the delivery time of the legacy clients (``__STARTDELIVERTIME``).
+``CHECK_IMMUNITY_TIME_IN_SECONDS`` is the user's, as in RocketMQ."""
 
 
 class MessageProperty(StrEnum):

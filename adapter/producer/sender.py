@@ -43,6 +43,7 @@ from adapter.exceptions import (
 )
 from adapter.kafka import clients, schemas, writing
 from adapter.kafka.metadata import PartitionCounts
+from adapter.kafka.priority_bands import PriorityBands
 from adapter.kafka.topics import check_schedule_partitions
 from adapter.message import Message
 from adapter.producer import routing
@@ -114,6 +115,7 @@ class Sender:
         # Readers must find this release's schemas before its first record (schema evolution).
         schemas.install(config.kafka).wait(min(self.timeout_s, schemas.START_WAIT_S))
         self.topics = PartitionCounts(self.client.list_topics, timeout_s=self.timeout_s)
+        self.bands = PriorityBands(self.client.list_topics, timeout_s=self.timeout_s)
         self.oneway_failures = 0
         self._cluster_id: str | None = None
         self._reports_served = reports_served

@@ -17,6 +17,10 @@ consumer group, one message at a time per message group: ``fifo_consumer`` (the 
 ``fifo_reader`` (its Kafka consumer and poll thread), ``fifo_book`` (the pure order book) and
 ``fifo_note`` (what a partition's next owner is told in the commit's metadata).
 
+Priority messages (``Message.priority``, RIP-80) go to their band of a topic made for
+priorities, a Kafka topic per band (:mod:`adapter.priorities`); the ``PushConsumer`` takes a
+backlog's higher bands first, the ``SimpleConsumer`` takes every band in no priority order.
+
 Known gaps: no lite clients. Each module lists its own differences.
 """
 

@@ -38,7 +38,7 @@ def received(record: KafkaRecord, attempt: int) -> ReceivedMessage:
     ts_type, ts = record.timestamp()
     kafka_topic = str(record.topic())
     return ReceivedMessage(
-        topic=naming.decode(kafka_topic),
+        topic=naming.topic_of(kafka_topic),
         kafka_topic=kafka_topic,
         body=record.value(),
         queue_id=int(record.partition() or 0),

@@ -2,16 +2,20 @@
 
 Reproduces ``rocketmq.v5.model.Message`` of rocketmq-python-client 5.1: an empty constructor,
 then properties with setters (``topic``, ``body``, ``tag``, ``keys``, ``message_group``,
-``delivery_timestamp``) and ``add_property(key, value)``; the setters refuse what the 5.x
-setters refuse, with the same rules (a topic matching ``^[%a-zA-Z0-9_-]+$``, a tag without
-``|``, no blank key or property, ``message_group`` and ``delivery_timestamp`` not together).
+``delivery_timestamp``, ``priority``) and ``add_property(key, value)``; the setters refuse what
+the 5.x setters refuse, with the same rules (a topic matching ``^[%a-zA-Z0-9_-]+$``, a tag
+without ``|``, no blank key or property, a priority of 0 or more, and no two of
+``message_group``, ``delivery_timestamp`` and a priority above 0 together).
 Assigning ``keys`` adds to the keys, as in 5.x. ``send`` sets ``message_id`` and
-``message_type`` (1 NORMAL, 2 FIFO, 3 DELAY, 4 TRANSACTION), as the 5.x producer does.
+``message_type`` (1 NORMAL, 2 FIFO, 3 DELAY, 4 TRANSACTION, 6 PRIORITY), as the 5.x producer
+does.
 
 On Kafka a 5.x message is the same record as a 2.0 one (:mod:`adapter.properties`): the body
 is the value; ``UNIQ_KEY`` (the message id), ``TAGS``, ``KEYS`` (space-separated) and the
 user properties are headers; ``message_group`` is the ``__SHARDINGKEY`` property, as the 5.x
-proxy stores it. So 2.0 consumers, plain Kafka readers and Spark read it unchanged.
+proxy stores it; ``priority`` is the ``__PRIORITY`` property, and the message goes to its
+priority's band (:mod:`adapter.priorities`). So 2.0 consumers, plain Kafka readers and Spark
+read it unchanged.
 
 ``delivery_timestamp`` becomes whole epoch milliseconds at the setter: a value under 10^11 is
 seconds (5.x sends seconds), a fraction is rounded up (never early); a bool, a value that is
@@ -19,8 +23,9 @@ not positive and finite, or one in micro- or nanoseconds is refused there. 5.x p
 into a protobuf ``Timestamp`` and fails at send on a float; here ``time.time() + 10`` works.
 A received timer message has its ``delivery_timestamp`` (from ``TIMER_DELIVER_MS``).
 
-Known gaps: ``lite_topic`` and ``priority`` (5.1.2 additions) are not provided. Properties
-named like the system's (``UNIQ_KEY``, ``TAGS``, ``__SHARDINGKEY``, ``TIMER_DELIVER_MS``, ...)
+Known gaps: ``lite_topic`` (a 5.1.2 addition) is not provided. A ``priority`` that is not an
+int (or is a bool) is refused at the setter, where 5.x fails at send. Properties named like the
+system's (``UNIQ_KEY``, ``TAGS``, ``__SHARDINGKEY``, ``__PRIORITY``, ``TIMER_DELIVER_MS``, ...)
 are refused at send, where 5.x lets the broker decide. ``keys`` returns a copy of the set (5.x
 returns its own); ``keys`` keep the order they were added in on the wire. The body must be
 bytes (5.x accepts anything and fails later in protobuf).
@@ -47,7 +52,7 @@ SECONDS_BELOW = 10**11
 """A ``delivery_timestamp`` under this is in seconds (year 5138 in seconds, 1973 in ms)."""
 MILLISECONDS_BELOW = 10**14
 """A ``delivery_timestamp`` from this up is in micro- or nanoseconds (year 5138 in ms)."""
-_SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, prop.TIMER_DELIVER_MS}
+_SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, prop.TIMER_DELIVER_MS, prop.PRIORITY}
 _KEY_SEPARATOR = " "
 
 
@@ -59,6 +64,12 @@ class MessageType(IntEnum):
     FIFO = 2
     DELAY = 3
     TRANSACTION = 4
+    LITE = 5
+    PRIORITY = 6
+
+
+def _together(first: str, second: str) -> IllegalArgumentException:
+    return IllegalArgumentException(f"{first} and {second} should not be set at same time.")
 
 
 def _blank(text: object) -> bool:
@@ -79,6 +90,7 @@ class Message:
         "_keys",
         "_message_group",
         "_delivery_timestamp",
+        "_priority",
         "_properties",
         "_message_id",
         "_message_type",
@@ -97,6 +109,7 @@ class Message:
         self._keys: dict[str, None] = {}  # an ordered set
         self._message_group: str | None = None
         self._delivery_timestamp: int | None = None
+        self._priority: int | None = None
         self._properties: dict[str, str] = {}
         self._message_id: str | None = None
         self._message_type: int | None = None
@@ -172,9 +185,9 @@ class Message:
         if _blank(message_group):
             raise IllegalArgumentException("message_group should not be blank.")
         if self._delivery_timestamp:
-            raise IllegalArgumentException(
-                "message_group and delivery_timestamp should not be set at same time."
-            )
+            raise _together("message_group", "delivery_timestamp")
+        if self._priority:
+            raise _together("message_group", "priority")
         self._message_group = message_group
 
     @property
@@ -186,9 +199,9 @@ class Message:
     @delivery_timestamp.setter
     def delivery_timestamp(self, delivery_timestamp: float | None) -> None:
         if self._message_group:
-            raise IllegalArgumentException(
-                "delivery_timestamp and message_group should not be set at same time."
-            )
+            raise _together("delivery_timestamp", "message_group")
+        if self._priority:
+            raise _together("delivery_timestamp", "priority")
         self._delivery_timestamp = (
             None if delivery_timestamp is None else epoch_ms(delivery_timestamp)
         )
@@ -258,8 +271,24 @@ class Message:
         return None
 
     @property
-    def priority(self) -> None:
-        return None
+    def priority(self) -> int | None:
+        """The priority (0 or more; higher is received first from a backlog of a topic made
+        for priorities); ``None`` for none."""
+        return self._priority
+
+    @priority.setter
+    def priority(self, priority: int) -> None:
+        if isinstance(priority, bool) or not isinstance(priority, numbers.Integral):
+            raise IllegalArgumentException(
+                f"priority must be a whole number, got {type(priority).__name__}"
+            )
+        if priority < 0:
+            raise IllegalArgumentException("priority must be greater than or equal to 0.")
+        if self._delivery_timestamp:
+            raise _together("priority", "delivery_timestamp")
+        if self._message_group:
+            raise _together("priority", "message_group")
+        self._priority = int(priority)
 
     @property
     def corrupted(self) -> bool:
@@ -276,7 +305,8 @@ class Message:
     def __str__(self) -> str:
         return (
             f"topic:{self._topic}, tag:{self._tag}, message_group:{self._message_group}, "
-            f"delivery_timestamp:{self._delivery_timestamp}, keys:{set(self._keys)}, "
+            f"priority:{self._priority}, delivery_timestamp:{self._delivery_timestamp}, "
+            f"keys:{set(self._keys)}, "
             f"properties:{self._properties}"
         )
 
@@ -306,15 +336,22 @@ class Message:
                 raise IllegalArgumentException(
                     f"property {name!r} is used by the system, use another name"
                 )
-        if transactional and (self._message_group or self._delivery_timestamp):
+        if transactional and (
+            self._message_group or self._delivery_timestamp or self._priority is not None
+        ):
             raise IllegalArgumentException(
-                "transactional message should not set message_group or delivery_timestamp"
+                "transactional message should not set message_group, delivery_timestamp "
+                "and priority"
             )
-        if self._delivery_timestamp:
-            return MessageType.DELAY
         if transactional:
             return MessageType.TRANSACTION
-        return MessageType.FIFO if self._message_group else MessageType.NORMAL
+        if self._message_group:
+            return MessageType.FIFO
+        if self._delivery_timestamp:
+            return MessageType.DELAY
+        if self._priority is not None:
+            return MessageType.PRIORITY
+        return MessageType.NORMAL
 
     def to_wire(self, namespace: str = "") -> wire.Message:
         """The 2.0 message the shared send core sends (checked by :meth:`type_for_send`), to
@@ -331,6 +368,8 @@ class Message:
             out.set_property(name, value)
         if self._message_group is not None:
             out.put_property(prop.SHARDING_KEY, self._message_group)
+        if self._priority is not None:
+            out.put_property(prop.PRIORITY, str(self._priority))
         return out
 
     @classmethod
@@ -363,6 +402,9 @@ class Message:
         deliver = found.get(prop.TIMER_DELIVER_MS)
         if deliver and _text(deliver).isdigit():
             message._delivery_timestamp = int(_text(deliver))
+        priority = found.get(prop.PRIORITY)
+        if priority and _text(priority).isdigit():
+            message._priority = int(_text(priority))
         message._properties = {
             name: _text(value) for name, value in found.items() if name not in _SYSTEM_PROPERTIES
         }

@@ -20,9 +20,10 @@ concurrent.futures.Future[SendReceipt]``, ``begin_transaction() -> Transaction``
   waits for outstanding sends up to the send timeout and fails the futures still open.
 - Transactions go through :mod:`adapter.v5.transactional` (the 2.0 transactional producer of
   the topic) and :mod:`adapter.v5.transaction`.
-
 - A timer message (``delivery_timestamp``) goes through :mod:`adapter.v5.timers`; its receipt
   carries a recall handle for ``recall_message`` / ``recall_message_async``.
+- A ``priority`` message goes to its band of a topic made for priorities (:mod:`adapter.
+  priorities`), or to the topic itself when it has no bands; its receipt names the topic.
 
 Known gaps: topics are not checked
 for a message type (5.x brokers refuse, say, a FIFO message on a NORMAL topic): any topic takes
@@ -326,6 +327,8 @@ class Producer:
             if group is not None:
                 partition = sender.queue_for(wire, group, _SendFailed)
             record = sender.record(wire, msg_id, _SendFailed, partition=partition, key=group)
+            if kind is MessageType.PRIORITY:
+                record = record._replace(topic=sender.bands.route(record.topic, message.priority))
             return record, _Sent(msg_id, str(message.topic), None)
         except ValueError as exc:
             raise IllegalArgumentException(str(exc)) from exc

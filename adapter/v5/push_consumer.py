@@ -18,6 +18,12 @@ and RocketMQ 5's 16 retries) it goes to ``%DLQ%<group>``, the topics the 2.0 con
 Filters are tag or SQL92 expressions (:class:`~adapter.v5.FilterExpression`); a message
 filtered out is consumed unseen and counted in ``stats.filtered``.
 
+A topic made for priorities (RIP-80; band topics, :mod:`adapter.priorities`) is consumed with
+all its bands, found at ``startup()``: while a higher band holds records this consumer has not
+fetched, the lower bands wait (:mod:`adapter.consumer.priority_hold`), up to 10 s at a time;
+within a band, records are fetched in order. The listener's threads run what was fetched, so
+with ``consumption_thread_count=1`` messages arrive in exactly that order.
+
 FIFO (adapter extension ``fifo=True``; RocketMQ 5 reads it from the group's settings on the
 broker, which Kafka groups do not have): each partition is consumed by one thread in order, so
 the messages of one ``message_group`` (one partition, see :mod:`adapter.v5.producer`) arrive one
@@ -29,12 +35,17 @@ policy. A FIFO message is retried in place without limit (the 2.0 orderly core),
 FIFO group moves it to the dead-letter topic after its max attempts. ``max_cache_message_count``
 and ``..._size`` are accepted and not applied (the core bounds messages in flight per queue).
 Subscribing or unsubscribing while running restarts the Kafka group member (a rebalance).
+Bands created after ``startup()`` are consumed after the next restart or subscribe. A FIFO
+consumer runs each band's queues on threads of their own, so the bands overlap a little. A
+failed message comes back through the group's retry topic, where priorities are not kept
+(as in RocketMQ, apache/rocketmq#10350).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -45,6 +56,8 @@ from adapter.consumer.config import ConsumerConfig
 from adapter.consumer.dispatch import ConsumerStats, ConsumeStatus, Subscription
 from adapter.consumer.loop import ConsumeLoop
 from adapter.exceptions import AdapterError, InvalidNameError
+from adapter.kafka import clients
+from adapter.kafka.priority_bands import PriorityBands
 from adapter.message import ReceivedMessage
 from adapter.v5.client_configuration import ClientConfiguration, kafka_settings
 from adapter.v5.client_id import new_client_id
@@ -191,6 +204,7 @@ class PushConsumer:
             raise IllegalArgumentException(f"bad consumer group {self._group!r}: {exc}") from exc
         subscriptions = {sub.kafka_topic: sub for sub in self._subscription.values()}
         try:
+            bands = self._with_bands(subscriptions)
             config = ConsumerConfig(
                 kafka_settings(self._configuration, tls=self._tls),
                 self._group,
@@ -200,11 +214,26 @@ class PushConsumer:
                 max_reconsume_times=self._max_attempts - 1,
                 delay_levels=delay_levels_from_env(),
             )
-            loop = ConsumeLoop(config, subscriptions, self.stats)
+            loop = ConsumeLoop(config, subscriptions, self.stats, bands=bands)
             loop.start()
         except (AdapterError, KafkaException) as exc:
             raise translate(exc, f"start push consumer {self._group}") from exc
         return loop
+
+    def _with_bands(self, subscriptions: dict[str, Subscription]) -> dict[str, tuple[str, int]]:
+        """Add the bands of the subscribed topics made for priorities to ``subscriptions``;
+        each band's Kafka topic -> (its topic's Kafka name, its band)."""
+        conf = kafka_settings(self._configuration, tls=self._tls).librdkafka({})
+        found = PriorityBands(clients.admin(conf).list_topics, timeout_s=10)
+        bands: dict[str, tuple[str, int]] = {}
+        for kafka_topic, sub in list(subscriptions.items()):
+            above_0 = found.of(kafka_topic)
+            for band, band_topic in above_0.items():
+                subscriptions[band_topic] = replace(sub, kafka_topic=band_topic)
+                bands[band_topic] = (kafka_topic, band)
+            if above_0:
+                bands[kafka_topic] = (kafka_topic, 0)
+        return bands
 
     def _deliver(self, received: ReceivedMessage) -> ConsumeStatus:
         message = Message.from_received(received, delivery_attempt=received.reconsume_times + 1)

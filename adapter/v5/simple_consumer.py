@@ -27,9 +27,11 @@ broker allows (8 on Kafka's defaults, not 17); Kafka acquires whole record batch
 slow receiver's records may go back unseen, and one Kafka fetched as often as the group's
 delivery count limit allows goes to the dead-letter topic however few times it was shown
 (the reason says so); ``shutdown()`` waits for held messages to be acked or come
-back; the receipt handle does not change on ``change_invisible_duration``; FIFO order is not
-kept (a FIFO group's consumer is :class:`~adapter.v5.fifo_consumer.FifoSimpleConsumer`); a
-Kafka consumer group's name (a 2.0 ``PushConsumer``'s) cannot be a ``SimpleConsumer``'s group.
+back; a topic made for priorities is received with the bands it had when subscribed, in no
+priority order (the share group fetches every band at once); the receipt handle does not
+change on ``change_invisible_duration``; FIFO order is not kept (a FIFO group's consumer is
+:class:`~adapter.v5.fifo_consumer.FifoSimpleConsumer`); a Kafka consumer group's name (a 2.0
+``PushConsumer``'s) cannot be a ``SimpleConsumer``'s group.
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class SimpleConsumer:
         self._kafka: KafkaSettings | None = None
         self._max_attempts = ROCKETMQ_MAX_ATTEMPTS
         self._had_shutdown = False
+        self._bands: dict[str, list[str]] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -358,7 +361,8 @@ class SimpleConsumer:
 
     def _filters(self) -> dict[str, MessageFilter]:
         with self._lock:
-            return {naming.kafka_topic(t): f for t, (_e, f) in self._subscriptions.items()}
+            own = {naming.kafka_topic(t): f for t, (_e, f) in self._subscriptions.items()}
+            return own | {b: own[t] for t, bands in self._bands.items() if t in own for b in bands}
 
     def _timeout_s(self) -> float:
         return max(1.0, float(self._configuration.request_timeout))
@@ -390,6 +394,8 @@ class SimpleConsumer:
             info = found.topics.get(kafka_topic)
             error = None if info is None else info.error
             if info is not None and error is None and info.partitions:
+                every = admin.list_topics(timeout=self._timeout_s() + 5).topics
+                self._bands[kafka_topic] = list(naming.priority_bands(kafka_topic, every).values())
                 return
             # A topic created a moment ago may be unknown to this broker for a little while.
             missing = error is None or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from adapter import naming
 from adapter import properties as prop
 from adapter.delay import DelayLevels
 from adapter.kafka import clients
@@ -244,3 +245,23 @@ def test_the_delay_producer_example_s_message_arrives_ten_seconds_later_not_befo
     assert 8_000 <= deliver_at - sent_at <= 10_500, "ten seconds from the example's send"
     assert record.timestamp()[1] >= deliver_at, "not before"
     assert record.value() == b"hello, rocketmq."
+
+
+def test_the_priority_producer_example_sends_each_priority_to_its_band(
+    example_topic: str, admin: AdminClient, tmp_path
+) -> None:
+    """Its topic is made for priorities 0-4 here: 5-9 go to the highest band, 4."""
+    for band in range(5):
+        ensure_topic(admin, naming.priority_topic("priority-topic", band))
+    example = Example("priority_producer_example.py", example_topic, tmp_path)
+    sent = example.printed("send message success", count=10)
+    example.finish()
+
+    ids = [MESSAGE_ID.search(line).group(1) for line in sent]  # type: ignore[union-attr]
+    for band in range(5):
+        sent_here = {ids[p] for p in range(10) if min(p, 4) == band}
+        topic = naming.priority_topic("priority-topic", band)
+        records = records_with_ids(example_topic, topic, sent_here)
+        priorities = {int(dict(r.headers())[prop.PRIORITY]) for r in records}
+        assert priorities == {p for p in range(10) if min(p, 4) == band}
+        assert {r.value() for r in records} == {b"hello, rocketmq."}
