@@ -11,9 +11,14 @@ its snapshot; a scrape serves the
 snapshot, so a scrape never waits on Kafka. A refresh that fails keeps the last snapshot,
 counts ``rmq_exporter_refresh_failures_total``, and ``/readyz`` turns 503 until one succeeds.
 
-Known gaps: share groups (the 5.x ``SimpleConsumer``) are not covered, as in ``groups lag``;
-rocketmq-exporter's per-second rates (``rocketmq_consumer_tps``) are left to PromQL's
-``rate()`` over the offsets.
+The 5.x ``SimpleConsumer``'s groups (Kafka share groups, :mod:`adapter.ops.share_groups`) are
+exported under the same names: their accumulation is Kafka's share-partition lag, their
+consumer offset the share-partition start offsets (a partition not fetched yet counts from its
+earliest retained message).
+
+Known gaps: share groups are read over plaintext listeners only (elsewhere they are left out,
+logged once); rocketmq-exporter's per-second rates (``rocketmq_consumer_tps``) are left to
+PromQL's ``rate()`` over the offsets.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from prometheus_client.registry import Collector
 from adapter import naming
 from adapter.config import KafkaSettings
 from adapter.exceptions import AdapterError
+from adapter.ops import share_protocol as wire
 from adapter.ops.groups import EARLIEST, LATEST, Groups, dead_letter_topic
+from adapter.ops.share_groups import ShareGroups, ShareGroupsUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +60,34 @@ class Snapshot:
     dead_letters: dict[str, int] = field(default_factory=dict)
 
 
-def read_snapshot(groups: Groups, *, system_groups: bool) -> Snapshot:
-    """Every consumer group's lag, offsets and dead letters, per RocketMQ topic: one listing,
-    one commit lookup per group, and the topics' offsets asked once for all groups. A group
-    that goes away meanwhile is left out, not the whole snapshot."""
+def _share_starts(share: ShareGroups | None) -> dict[str, list[wire.StartOffset]]:
+    """Each share group's start offsets; none when share groups cannot be read here."""
+    if share is None:
+        return {}
+    found: dict[str, list[wire.StartOffset]] = {}
+    for listed in share.listed():
+        try:
+            found[listed.group_id] = share.start_offsets(listed.group_id)
+        except AdapterError as exc:
+            log.info(
+                "lag exporter: share group %s left out of this reading: %s", listed.group_id, exc
+            )
+    return found
+
+
+def read_snapshot(
+    groups: Groups, *, system_groups: bool, share: ShareGroups | None = None
+) -> Snapshot:
+    """Every consumer group's and share group's lag, offsets and dead letters, per RocketMQ
+    topic: one listing, one commit lookup per group, and the topics' offsets asked once for
+    all groups. A group that goes away meanwhile is left out, not the whole snapshot."""
     committed: dict[str, dict[tuple[str, int], int]] = {}
     dead_letter_topics: dict[str, str] = {}
+    starts = _share_starts(share)
+    for group in starts:
+        dlq = dead_letter_topic(group)
+        if dlq is not None:
+            dead_letter_topics[group] = dlq
     for row in groups.rows():
         if row.system and not system_groups:
             continue
@@ -72,6 +101,7 @@ def read_snapshot(groups: Groups, *, system_groups: bool) -> Snapshot:
         if dlq is not None:
             dead_letter_topics[row.group] = dlq
     topics = {topic for offsets in committed.values() for topic, _ in offsets}
+    topics |= {start.topic for found in starts.values() for start in found}
     partitions = groups.partitions(sorted(topics | set(dead_letter_topics.values())))
     ends = groups.offsets(partitions, LATEST)
     earliest = groups.offsets(partitions, EARLIEST)
@@ -85,6 +115,16 @@ def read_snapshot(groups: Groups, *, system_groups: bool) -> Snapshot:
                 continue
             key = (group_id, naming.decode(topic))
             lag = max(ends[(topic, partition)] - offset, 0)
+            snap.accumulation[key] = snap.accumulation.get(key, 0) + lag
+            snap.consumer_offset[key] = snap.consumer_offset.get(key, 0) + offset
+    for group, found in starts.items():
+        for start in found:
+            place = (start.topic, start.partition)
+            if place not in ends:
+                continue
+            key = (group, naming.decode(start.topic))
+            offset = start.start_offset if start.start_offset >= 0 else earliest[place]
+            lag = start.lag if start.lag >= 0 else max(ends[place] - offset, 0)
             snap.accumulation[key] = snap.accumulation.get(key, 0) + lag
             snap.consumer_offset[key] = snap.consumer_offset.get(key, 0) + offset
     for group, dlq in dead_letter_topics.items():
@@ -142,6 +182,7 @@ class LagExporter:
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._last_ok: float | None = None
+        self._share_unread = False
         self._last_turn = time.monotonic()
         registry.register(_SnapshotCollector(self.snapshot))
         self._failures = Counter(
@@ -163,11 +204,28 @@ class LagExporter:
             return self._snapshot
 
     def run_once(self) -> None:
-        groups = Groups(self.config.kafka.librdkafka({}), self.config.timeout_s)
-        snap = read_snapshot(groups, system_groups=self.config.system_groups)
+        conf = self.config.kafka.librdkafka({})
+        groups = Groups(conf, self.config.timeout_s)
+        share = ShareGroups(groups, conf, self.config.timeout_s)
+        snap = read_snapshot(
+            groups,
+            system_groups=self.config.system_groups,
+            share=share if self._readable(share) else None,
+        )
         with self._lock:
             self._snapshot = snap
         self._last_ok = time.monotonic()
+
+    def _readable(self, share: ShareGroups) -> bool:
+        """Whether share groups can be read here; says once why not."""
+        try:
+            share.readable()
+        except ShareGroupsUnavailable as exc:
+            if not self._share_unread:
+                log.warning("lag exporter: share groups left out: %s", exc)
+            self._share_unread = True
+            return False
+        return True
 
     def run(self, burst: bool = False) -> None:
         log.info("lag exporter refreshing every %.0f s", self.config.interval_s)

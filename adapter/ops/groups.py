@@ -13,10 +13,13 @@ minus consumer offset). A reset goes through Kafka's ``AlterConsumerGroupOffsets
 refuses while the group has members: a reset is refused here first, naming the members, since a
 live consumer would overwrite it with its next commit anyway.
 
-Known gaps: 5.x ``SimpleConsumer`` groups are Kafka share groups, whose progress (the share
-partitions' start offsets) confluent-kafka 2.16 cannot read; they are not listed. Lag counts the
-markers of Kafka transactions (one offset each); ``rmq-adapter status`` counts a retry backlog
-exactly by reading it.
+The 5.x ``SimpleConsumer``'s groups are Kafka share groups, which confluent-kafka 2.16 can
+neither list nor describe (it takes one for a dead classic group): :mod:`adapter.ops.share_groups`
+reads and resets them over Kafka's protocol, with this module's offsets and shapes.
+
+Known gaps: lag counts the markers of Kafka transactions (one offset each); ``rmq-adapter
+status`` counts a retry backlog exactly by reading it. Share groups are read over plaintext
+listeners only (:mod:`adapter.ops.share_groups`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ class GroupError(AdapterError):
     """A group that does not exist, or one that cannot be reset now."""
 
 
+class NoGroupError(GroupError):
+    """No consumer group of that name (it may be a share group)."""
+
+
 @dataclass(frozen=True, slots=True)
 class GroupRow:
     group: str
@@ -60,6 +67,8 @@ class GroupRow:
     state: str
     members: int
     system: bool
+    share: bool = False
+    """A share group: a 5.x ``SimpleConsumer``'s (:mod:`adapter.ops.share_groups`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +86,15 @@ class Lag:
     earliest: int
     end: int
     committed: int | None
-    """``None``: no commit; the group starts from the earliest retained message."""
+    """``None``: no commit; the group starts from the earliest retained message. A share
+    group's share-partition start offset (SPSO)."""
+    reported: int | None = None
+    """A share group's lag as Kafka reports it (``None``: the difference of offsets)."""
 
     @property
     def lag(self) -> int:
+        if self.reported is not None:
+            return self.reported
         return self.end - (self.earliest if self.committed is None else self.committed)
 
 
@@ -92,6 +106,7 @@ class GroupLag:
     queues: list[Lag]
     dead_letters: int | None
     """Messages in ``%DLQ%<group>`` (``None``: the group has no dead-letter topic)."""
+    share: bool = False
 
 
 def dead_letter_topic(group: str) -> str | None:
@@ -101,6 +116,13 @@ def dead_letter_topic(group: str) -> str | None:
         return naming.kafka_topic(naming.dlq_topic(group))
     except AdapterError:
         return None
+
+
+def refuse_while_live(group: str, members: Sequence[str], why: str) -> None:
+    """A reset of a group with members is refused, naming them and saying why."""
+    if members:
+        who = ", ".join(members)
+        raise GroupError(f"{group} has {len(members)} live member(s) ({who}): {why}")
 
 
 def _row(group_id: str, state: str, members: int) -> GroupRow:
@@ -119,7 +141,12 @@ class Groups:
     def __init__(self, conf: Mapping[str, Any], timeout_s: float) -> None:
         self._timeout_s = timeout_s
         self._admin: AdminClient = clients.admin(dict(conf))
-        clients.reach(conf, timeout_s)
+        metadata = clients.reach(conf, timeout_s)
+        self._brokers = {b.id: (str(b.host), b.port) for b in metadata.brokers.values()}
+
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """Each broker's id and address, as the cluster's metadata named them on connecting."""
+        return dict(self._brokers)
 
     def rows(self) -> list[GroupRow]:
         listed = self._admin.list_consumer_groups(request_timeout=self._timeout_s)
@@ -177,7 +204,7 @@ class Groups:
         about = self._describe(group_id)
         committed = self.committed(group_id)
         if about.state == ConsumerGroupState.DEAD and not committed:
-            raise GroupError(f"no consumer group {group_id!r} (no members, no committed offsets)")
+            raise NoGroupError(f"no consumer group {group_id!r} (no members, no committed offsets)")
         return about, committed
 
     def lag(self, group_id: str) -> GroupLag:
@@ -203,26 +230,28 @@ class Groups:
             for tp in partitions
             for key in [(tp.topic, tp.partition)]
         ]
-        group = group_id.partition("@")[0]
-        topic = dead_letter_topic(group)
-        dlq = self.partitions([topic] if topic else [])
-        dead = None
-        if dlq:
-            dlq_ends = self.offsets(dlq, LATEST)
-            dlq_starts = self.offsets(dlq, EARLIEST)
-            dead = sum(dlq_ends[key] - dlq_starts[key] for key in dlq_ends)
+        topic = dead_letter_topic(group_id.partition("@")[0])
+        dead = self.dead_letters(topic) if topic else None
         return GroupLag(group_id, _state(about.state), members, queues, dead)
+
+    def dead_letters(self, kafka_topic: str) -> int | None:
+        """The messages a dead-letter topic holds; ``None`` when it does not exist."""
+        dlq = self.partitions([kafka_topic])
+        if not dlq:
+            return None
+        ends = self.offsets(dlq, LATEST)
+        starts = self.offsets(dlq, EARLIEST)
+        return sum(ends[key] - starts[key] for key in ends)
 
     def queues(self, group_id: str, topic: str | None, target: Target) -> list[Queue]:
         """The queues a reset of ``group_id`` moves: one topic's, or every one it committed."""
         about, committed = self._known(group_id)
-        if about.members:
-            who = ", ".join(f"{m.client_id}@{m.host.lstrip('/')}" for m in about.members)
-            raise GroupError(
-                f"group {group_id!r} has {len(about.members)} live member(s) ({who}): stop its "
-                "consumers first; Kafka refuses a reset while they run, and they would commit "
-                "over it"
-            )
+        refuse_while_live(
+            f"group {group_id!r}",
+            [f"{m.client_id}@{m.host.lstrip('/')}" for m in about.members],
+            "stop its consumers first; Kafka refuses a reset while they run, and they would "
+            "commit over it",
+        )
         if topic is not None:
             kafka_topics = [naming.kafka_topic(topic)]
         else:

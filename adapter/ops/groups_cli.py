@@ -3,43 +3,56 @@
 Plays the part of ``mqadmin consumerProgress`` and ``resetOffsetByTime`` and of the dashboard's
 consumer page (:mod:`adapter.ops.groups` says how RocketMQ's groups map onto Kafka's). A reset
 prints its plan (per queue: from, to, messages skipped or replayed) and changes nothing unless
-``--execute`` is given, so the same command line is first read, then run.
+``--execute`` is given, so the same command line is first read, then run. The 5.x
+``SimpleConsumer``'s groups, Kafka share groups, are listed, shown and reset beside the consumer
+groups (:mod:`adapter.ops.share_groups`): a name that is no consumer group's is looked up as a
+share group's.
 
-Known gaps: the 5.x ``SimpleConsumer``'s share groups are not covered (see
-:mod:`adapter.ops.groups`).
+Known gaps: share groups are read over plaintext listeners only; elsewhere ``list`` says they
+are left out, and ``lag``/``reset`` of a name that is no consumer group say why no share group
+was looked up.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 
 from adapter.config import KafkaSettings
-from adapter.ops.groups import GroupLag, GroupRow, Groups
+from adapter.ops.groups import GroupLag, GroupRow, Groups, NoGroupError
 from adapter.ops.offset_reset import Move, Target, TargetKind, plan, totals
 from adapter.ops.options import bootstrap, clear_errors, option, parse_time, plural, timeout
+from adapter.ops.share_groups import KIND, ShareGroups, ShareGroupsUnavailable
 from adapter.text_table import table
+
+T = TypeVar("T")
 
 
 def _utc(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
 
 
-def render_list(rows: list[GroupRow], *, system: bool) -> str:
+def _model(row: GroupRow) -> str:
+    if row.share:
+        return KIND
+    return "broadcasting" if row.instance else "clustering"
+
+
+def render_list(rows: list[GroupRow], *, system: bool, note: str | None = None) -> str:
     shown = [r for r in rows if system or not r.system]
-    if not shown:
-        return "(no consumer groups)"
-    body = [
-        (r.group, r.instance or "-", "broadcasting" if r.instance else "clustering", r.state,
-         r.members)
-        for r in shown
-    ]  # fmt: skip
-    return "\n".join(table(("group", "instance", "model", "state", "members"), body, indent=""))
+    lines = ["(no consumer groups)"] if not shown else []
+    body = [(r.group, r.instance or "-", _model(r), r.state, r.members) for r in shown]
+    if body:
+        lines = table(("group", "instance", "model", "state", "members"), body, indent="")
+    return "\n".join([*lines, *([note] if note else [])])
 
 
 def render_lag(lag: GroupLag) -> str:
-    lines = [f"group {lag.group}: {lag.state}, {plural(len(lag.members), 'member')}"]
+    kind = f", {KIND}" if lag.share else ""
+    lines = [f"group {lag.group}: {lag.state}, {plural(len(lag.members), 'member')}{kind}"]
     for member in lag.members:
         queues = ", ".join(member.queues) or "no queues"
         lines.append(f"  {member.client_id} at {member.host}: {queues}")
@@ -49,7 +62,8 @@ def render_lag(lag: GroupLag) -> str:
     ]
     lines.append("")
     if rows:
-        lines += table(("queue", "end offset", "committed", "lag"), rows, indent="")
+        progress = "start offset" if lag.share else "committed"
+        lines += table(("queue", "end offset", progress, "lag"), rows, indent="")
         lines.append(f"total lag {sum(q.lag for q in lag.queues):,}")
     else:
         lines.append("(no queues: the group has no members and no committed offsets)")
@@ -102,8 +116,14 @@ def groups_group() -> None:
 @clear_errors
 def groups_list(bootstrap: str, system: bool, timeout: float) -> None:
     """The consumer groups, their message model, state and members."""
-    groups = Groups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
-    click.echo(render_list(groups.rows(), system=system))
+    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
+    groups = Groups(conf, timeout)
+    rows, note = groups.rows(), None
+    try:
+        rows = sorted([*rows, *ShareGroups(groups, conf, timeout).rows()], key=lambda r: r.group)
+    except ShareGroupsUnavailable as exc:
+        note = f"(share groups not listed: {exc})"
+    click.echo(render_list(rows, system=system, note=note))
 
 
 @groups_group.command("lag")
@@ -113,8 +133,22 @@ def groups_list(bootstrap: str, system: bool, timeout: float) -> None:
 @clear_errors
 def groups_lag(group: str, bootstrap: str, timeout: float) -> None:
     """GROUP's members, and per queue its end and committed offsets and the lag between."""
-    groups = Groups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
-    click.echo(render_lag(groups.lag(group)))
+    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
+    groups = Groups(conf, timeout)
+    try:
+        lag = groups.lag(group)
+    except NoGroupError as exc:
+        lag = _as_share(exc, lambda: ShareGroups(groups, conf, timeout).lag(group))
+    click.echo(render_lag(lag))
+
+
+def _as_share(missing: NoGroupError, call: Callable[[], T]) -> T:
+    """``call`` on share groups, once a name is no consumer group's; if share groups cannot be
+    read here, the consumer group's error, saying why no share group was looked for."""
+    try:
+        return call()
+    except ShareGroupsUnavailable as exc:
+        raise NoGroupError(f"{missing}; no share group looked up: {exc}") from exc
 
 
 @groups_group.command("reset")
@@ -143,8 +177,15 @@ def groups_reset(
 ) -> None:
     """Move GROUP's committed offsets: print the plan, and with --execute, do it."""
     target = target_of(to_time, to_offset, to_earliest, to_latest)
-    groups = Groups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
-    moves = plan(groups.queues(group, topic, target), target)
+    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
+    groups = Groups(conf, timeout)
+    runner: Groups | ShareGroups = groups
+    try:
+        queues = groups.queues(group, topic, target)
+    except NoGroupError as exc:
+        runner = ShareGroups(groups, conf, timeout)
+        queues = _as_share(exc, lambda: runner.queues(group, topic, target))
+    moves = plan(queues, target)
     if execute:
-        groups.execute(group, moves)
+        runner.execute(group, moves)
     click.echo(render_plan(group, target, moves, executed=execute))
