@@ -7,7 +7,8 @@ broker at the same address). Paths under the test's tmp
 directory are mounted at the same path, so both kinds read and write the same files.
 
 Fault injection: ``kill()`` sends SIGKILL (to the process, or to the container's main process),
-``terminate()`` sends SIGTERM for a clean stop.
+``terminate()`` sends SIGTERM for a clean stop, ``pause()``/``resume()`` freeze and thaw a
+process (SIGSTOP/SIGCONT).
 """
 
 from __future__ import annotations
@@ -86,6 +87,18 @@ class ProcessWorker:
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
+
+    def pause(self) -> None:
+        """Freeze it (SIGSTOP), as a stalled VM or a long GC pause does: it keeps its sockets
+        and its state, and does nothing, heartbeats included."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def printed_since(self, start: int, line: str) -> bool:
+        """Whether a line containing ``line`` was printed after the first ``start`` lines."""
+        return any(line in got for got in list(self.lines)[start:])
 
     def wait(self, timeout: float) -> int:
         """The exit code, once the worker ends by itself (burst mode); its output is then
