@@ -2,7 +2,10 @@
 
 Plays the part of RocketMQ's broker creating its system topics at start (``init``) and of
 ``mqadmin updateTopic`` (``create``): an application topic with its queue count (partitions;
-RocketMQ's ``defaultTopicQueueNums`` is 4). Both are idempotent: a topic that exists is
+RocketMQ's ``defaultTopicQueueNums`` is 4); ``create --priorities N`` makes a topic for priority
+messages 0 to N-1 (RIP-80; RocketMQ's ``message.type=PRIORITY`` with a queue per priority): the
+topic and a Kafka topic per band above 0 (:func:`adapter.naming.priority_topic`), each with
+``--partitions``. Both are idempotent: a topic that exists is
 reported, not changed, so a script may run them on every deployment. ``create`` refuses
 RocketMQ's system topic names; ``init`` makes those.
 
@@ -102,21 +105,37 @@ def topics_init(
     help="Partitions (RocketMQ queues) of the topic.",
     envvar="RMQ_ADAPTER_TOPIC_PARTITIONS",
 )
+@option(
+    "--priorities",
+    type=click.IntRange(min=1),
+    default=1,
+    help="Make it for priority messages 0 to N-1: a Kafka topic per priority above 0.",
+    envvar="RMQ_ADAPTER_TOPIC_PRIORITIES",
+)
 @_replication_factor
 @timeout
 @clear_errors
 def topics_create(
-    name: str, bootstrap: str, partitions: int, replication_factor: int | None, timeout: float
+    name: str,
+    bootstrap: str,
+    partitions: int,
+    priorities: int,
+    replication_factor: int | None,
+    timeout: float,
 ) -> None:
-    """Create the RocketMQ topic NAME unless it exists (as `mqadmin updateTopic`)."""
-    kafka_topic = naming.sendable_kafka_topic(name)
+    """Create the RocketMQ topic NAME unless it exists (as `mqadmin updateTopic`), with a
+    Kafka topic for each of its priorities above 0 (--priorities)."""
+    naming.sendable_kafka_topic(name)
     conf = KafkaSettings.from_env(bootstrap).librdkafka({})
     brokers = len(clients.reach(conf, timeout).brokers)
     replication = topics.replication_for(brokers, replication_factor, allow_under_replicated=True)
-    created, count = topics.create_topic(conf, kafka_topic, partitions, replication, timeout)
-    if created:
-        shape = f"{plural(count, 'partition')}, replication {replication.factor}"
-        click.echo(f"created  {name} ({shape})")
-        return
-    note = "" if count == partitions else f"; not changed to {partitions}"
-    click.echo(f"ok       {name} (exists, {plural(count, 'partition')}{note})")
+    for band in range(priorities):
+        kafka_topic = naming.priority_topic(name, band)
+        what = name if band == 0 else f"{name} priority {band}: {kafka_topic}"
+        created, count = topics.create_topic(conf, kafka_topic, partitions, replication, timeout)
+        if created:
+            shape = f"{plural(count, 'partition')}, replication {replication.factor}"
+            click.echo(f"created  {what} ({shape})")
+            continue
+        note = "" if count == partitions else f"; not changed to {partitions}"
+        click.echo(f"ok       {what} (exists, {plural(count, 'partition')}{note})")

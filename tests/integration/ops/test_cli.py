@@ -241,6 +241,30 @@ def test_topics_create_makes_a_topic_with_its_queues_once_and_then_reports_it(
     assert again.stdout.strip() == f"ok       {name} (exists, 3 partitions; not changed to 4)"
 
 
+def test_topics_create_makes_a_topic_for_priorities_with_a_kafka_topic_per_band(
+    kafka_bootstrap: str,
+) -> None:
+    from adapter.kafka import clients
+    from tests.support import unique
+
+    name = unique("UxTasks")
+    args = ("topics", "create", name, "--priorities", "3", "--partitions", "2")
+    first = run(*args, "--bootstrap", kafka_bootstrap)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [
+        f"created  {name} (2 partitions, replication 1)",
+        f"created  {name} priority 1: {name}.priority-1 (2 partitions, replication 1)",
+        f"created  {name} priority 2: {name}.priority-2 (2 partitions, replication 1)",
+    ]
+    metadata = clients.admin({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10)
+    assert len(metadata.topics[f"{name}.priority-2"].partitions) == 2
+    again = run(*args, "--bootstrap", kafka_bootstrap)
+    assert (
+        again.stdout.splitlines()[2]
+        == f"ok       {name} priority 2: {name}.priority-2 (exists, 2 partitions)"
+    )
+
+
 def test_topics_create_refuses_a_system_topic_and_a_replication_the_cluster_cannot_hold(
     kafka_bootstrap: str,
 ) -> None:
