@@ -4,8 +4,10 @@ Not a RocketMQ behaviour by itself: it plays the part of rocketmq-dashboard (see
 :mod:`adapter.console`). Every option also reads an ``RMQ_ADAPTER_*`` variable (``--help``
 names each), and its Kafka clients take the ``RMQ_ADAPTER_KAFKA_*`` settings. It listens on
 127.0.0.1 unless ``--listen`` says otherwise, and refuses any other address without ``--token``
-or ``--users``. The console is an install extra (``rmq-kafka-adapter[console]``); without it
-the command says what to install.
+or ``--users``. Those three read ``RMQ_ADAPTER_CONSOLE_*``: the proxy's ``--listen`` and
+``--users`` read ``RMQ_ADAPTER_LISTEN`` and ``RMQ_ADAPTER_USERS``, and one environment may set
+both. The console is an install extra (``rmq-kafka-adapter[console]``); without it the command
+says what to install.
 
 Known gaps: none.
 """
@@ -28,16 +30,19 @@ __all__ = ["console_command"]
 @bootstrap
 @option(
     "--listen",
+    envvar="RMQ_ADAPTER_CONSOLE_LISTEN",
     default="127.0.0.1:8088",
     help="HOST:PORT to serve on; any address but loopback needs --token or --users.",
 )
 @option(
     "--token",
+    envvar="RMQ_ADAPTER_CONSOLE_TOKEN",
     default=None,
     help="A secret the browser signs in with once (or scripts send as a Bearer token).",
 )
 @option(
     "--users",
+    envvar="RMQ_ADAPTER_CONSOLE_USERS",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
     help="File of NAME:scrypt$SALT$HASH lines: HTTP Basic sign-in.",

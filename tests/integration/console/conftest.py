@@ -80,7 +80,7 @@ def console_process(system_topics: str) -> Iterator[tuple[str, str]]:
         system_topics,
         "--listen",
         "127.0.0.1:0",
-        env={"RMQ_ADAPTER_TOKEN": token},
+        env={"RMQ_ADAPTER_CONSOLE_TOKEN": token},
     )
     try:
         process.wait_for_output("console on http://", timeout=30)
