@@ -121,3 +121,23 @@ def test_every_answer_forbids_framing_and_caching() -> None:
     assert answer.headers["X-Frame-Options"] == "DENY"
     assert "frame-ancestors 'none'" in answer.headers["Content-Security-Policy"]
     assert answer.headers["Cache-Control"] == "no-store"
+
+
+def test_a_user_of_the_users_file_with_the_page_s_csrf_token_gets_through_to_the_action() -> None:
+    users = Users.parse(f"alice:{hash_password('wonder', bytes(16))}")
+    app = console(users=users)
+    alice = "Basic " + base64.b64encode(b"alice:wonder").decode()
+    csrf = app.guard.csrf_token("user:alice")
+    answer = request(app, "POST", "/dlq/resend", f"csrf={csrf}", authorization=alice)
+    assert answer.status == 400  # past the gate: the action itself says what is missing
+    assert "give a group" in answer.body
+
+
+def test_the_token_as_a_bearer_with_the_csrf_token_gets_through_to_the_action() -> None:
+    app = console(token=TOKEN)
+    csrf = app.guard.csrf_token("bearer")
+    answer = request(
+        app, "POST", "/transactions/resume", f"csrf={csrf}", authorization=f"Bearer {TOKEN}"
+    )
+    assert answer.status == 400
+    assert "give the transaction id" in answer.body
