@@ -11,6 +11,7 @@ round trip each); the groups page lists them all.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from adapter import naming
@@ -88,15 +89,13 @@ class Pages:
     def transactions(self, query: Fields) -> Context:
         group, topic = one(query, "group"), one(query, "topic")
         now = self._clock.now_ms()
-        pending = admin_view.select(
-            admin.pending(self._config.kafka, self._timeout), group=group, topic=topic
-        )
         skipped: list[str] = []
-        parked = admin_view.select(
-            admin.discarded(self._config.kafka, self._timeout, skipped=skipped),
-            group=group,
-            topic=topic,
-        )
+        with ThreadPoolExecutor(2, thread_name_prefix="console-transactions") as both:
+            # Each reads its topics to their end, a second or so: the two at once.
+            reading = both.submit(admin.pending, self._config.kafka, self._timeout)
+            discarded = admin.discarded(self._config.kafka, self._timeout, skipped=skipped)
+            pending = admin_view.select(reading.result(), group=group, topic=topic)
+        parked = admin_view.select(discarded, group=group, topic=topic)
         oldest = max((now - r.born_ms for r in pending), default=None)
         return {
             "pending": [(r, age(now - r.born_ms)) for r in pending],
