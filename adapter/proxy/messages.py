@@ -10,13 +10,14 @@ like a system property: ``ILLEGAL_MESSAGE_PROPERTY_KEY``; too many or too large:
 ``MESSAGE_PROPERTIES_TOO_LARGE``), and the message type against what the message carries and
 what its topic accepts: a FIFO message needs a message group (``ILLEGAL_MESSAGE_GROUP``), a
 DELAY one a delivery time (``ILLEGAL_DELIVERY_TIME``); a transactional message with a delivery
-time or a group, a normal one with either, or a type its topic does not accept is
-``MESSAGE_PROPERTY_CONFLICT_WITH_TYPE``; LITE and PRIORITY are ``UNSUPPORTED``; an unknown type
-is ``BAD_REQUEST``.
+time or a group, a normal one with either, a PRIORITY one without a priority of 0 or more
+or with either, or a type its topic does not accept is ``MESSAGE_PROPERTY_CONFLICT_WITH_TYPE``;
+LITE is ``UNSUPPORTED``; an unknown type is ``BAD_REQUEST``.
 
 On Kafka the message is the record ``adapter.v5`` writes (:mod:`adapter.properties`):
 body as value; ``UNIQ_KEY``, ``TAGS``, ``KEYS`` (space-separated), user properties as headers;
-the message group as ``__SHARDINGKEY``; a transactional message's recovery duration as
+the message group as ``__SHARDINGKEY``; the priority as ``__PRIORITY`` (and a received
+message's priority comes back from it); a transactional message's recovery duration as
 ``CHECK_IMMUNITY_TIME_IN_SECONDS``.
 
 :func:`to_protocol` is the way back, for a check-back's ``RecoverOrphanedTransactionCommand``:
@@ -52,9 +53,9 @@ MAX_GROUP = 128
 MAX_PROPERTIES = 128
 MAX_PROPERTIES_BYTES = 16 * 1024
 """RocketMQ 5's limits on user properties (``maxUserPropertySize``, 16 KiB)."""
-SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, *prop.DELIVERY_TIME}
-_TYPES = {1: "NORMAL", 2: "FIFO", 3: "DELAY", 4: "TRANSACTION"}
-_UNSUPPORTED = {5: "LITE", 6: "PRIORITY"}
+SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, prop.PRIORITY, *prop.DELIVERY_TIME}
+_TYPES = {1: "NORMAL", 2: "FIFO", 3: "DELAY", 4: "TRANSACTION", 6: "PRIORITY"}
+_UNSUPPORTED = {5: "LITE"}
 _KEY_SEPARATOR = " "
 
 
@@ -65,10 +66,12 @@ class Outbound:
     topic: str
     message_id: str
     kind: str
-    """NORMAL, FIFO, DELAY or TRANSACTION."""
+    """NORMAL, FIFO, DELAY, TRANSACTION or PRIORITY."""
     wire: WireMessage
     message_group: str | None
     deliver_at_ms: int | None
+    priority: int | None = None
+    """A PRIORITY message's priority: its band is chosen at send (:mod:`adapter.priorities`)."""
 
 
 def resource_name(resource: Any, what: str = "topic") -> str:
@@ -158,8 +161,9 @@ def _kind(system: Any, topic: str, accepted: frozenset[str]) -> str:
         raise ProxyError(Code.UNSUPPORTED, f"{_UNSUPPORTED[number]} messages are not supported")
     has_group = bool(system.message_group)
     has_time = system.HasField("delivery_timestamp")
+    has_priority = system.HasField("priority")
     if number == 0:  # unspecified: what the message carries says
-        number = 2 if has_group else 3 if has_time else 1
+        number = 2 if has_group else 3 if has_time else 6 if has_priority else 1
     kind = _TYPES.get(number)
     if kind is None:
         raise ProxyError(Code.BAD_REQUEST, f"unknown message type {number}")
@@ -178,6 +182,11 @@ def _kind(system: Any, topic: str, accepted: frozenset[str]) -> str:
         raise ProxyError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
     if kind == "DELAY" and (not has_time or has_group):
         raise ProxyError(Code.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery time")
+    if kind == "PRIORITY" and (not has_priority or system.priority < 0 or has_time or has_group):
+        raise ProxyError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            "a PRIORITY message needs a priority of 0 or more, and no delivery time or group",
+        )
     if kind not in accepted:
         raise ProxyError(
             Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
@@ -250,7 +259,10 @@ def outbound(
         seconds = system.orphaned_transaction_recovery_duration.seconds
         if seconds > 0:
             wire.set_property(prop.CHECK_IMMUNITY_TIME_IN_SECONDS, str(seconds))
-    return Outbound(topic, message_id, kind, wire, group, _deliver_at_ms(system))
+    priority = int(system.priority) if kind == "PRIORITY" else None
+    if priority is not None:
+        wire.put_property(prop.PRIORITY, str(priority))
+    return Outbound(topic, message_id, kind, wire, group, _deliver_at_ms(system), priority)
 
 
 def _timestamp(ms: int) -> Timestamp:
@@ -287,6 +299,9 @@ def to_protocol(received: ReceivedMessage, *, message_type: int) -> Any:
     group = received.properties.get(prop.SHARDING_KEY)
     if group:
         system.message_group = group.decode("utf-8", "replace")
+    priority = received.properties.get(prop.PRIORITY)
+    if priority and priority.isdigit():
+        system.priority = int(priority)
     return definition.Message(
         topic=to_resource(received.topic),
         user_properties=properties,

@@ -53,7 +53,7 @@ class Routes:
         broker = definition.Broker(name=BROKER_NAME, id=0, endpoints=_endpoints(request, bound))
         accepted = [
             definition.MessageType.Value(kind)
-            for kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
+            for kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY")
             if kind in self._config.accepted_types(topic)
         ]
         queues = [

@@ -10,7 +10,9 @@ and the 2.0 producers use), each message as :mod:`adapter.proxy.messages` checks
   in send order whichever client (Java, Python, ``adapter.v5``) sent them;
 - DELAY: a timer up to 40 days ahead through the schedule's hops (:mod:`adapter.v5.timers`),
   whose receipt carries a recall handle; a time already past is sent at once;
-- TRANSACTION: a half message (:mod:`adapter.proxy.transactions`).
+- TRANSACTION: a half message (:mod:`adapter.proxy.transactions`);
+- PRIORITY: the record, in its priority's band of a topic made for priorities, as
+  ``adapter.v5`` sends it (:mod:`adapter.priorities`).
 
 Several messages in one request are a batch: each is sent on its own and gets its own entry
 (status, message id, offset; transaction id or recall handle); the response's status is the
@@ -157,6 +159,8 @@ class Sends:
             record = sender.record(
                 out.wire, message_id, _SendFailed, partition=partition, key=out.message_group
             )
+            if out.priority is not None:  # its band of a topic made for priorities
+                record = record._replace(topic=sender.bands.route(record.topic, out.priority))
         ack = sender.produce_and_ack(record, _SendFailed, what)
         return _entry(message_id, ack.offset, recall_handle=recall_handle)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from adapter import naming
 from adapter import properties as prop
 from adapter.producer.routing import queue_for_sharding_key
 from tests.brokers import ROOT
@@ -187,3 +188,23 @@ def test_the_transaction_producer_example_is_committed_by_its_checker_through_th
     assert headers[prop.TAGS] == b"rocketmq-send-transaction-message"
     assert int(headers[prop.TRANSACTION_CHECK_TIMES]) >= 1
     assert headers[prop.PRODUCER_GROUP] == b"topic", "the topic is the producer group"
+
+
+def test_the_priority_producer_example_sends_each_priority_to_its_band(
+    proxy: RunningProxy, system_topics: str, tmp_path: Path
+) -> None:
+    """Its topic is made for priorities 0-4 here: 5-9 go to the highest band, 4."""
+    bands = [naming.priority_topic("priority-topic", band) for band in range(5)]
+    for band_topic in bands:
+        ensure_topic(system_topics, band_topic)
+    admin = AdminClient({"bootstrap.servers": system_topics})
+    wait_until(lambda: set(bands) <= set(admin.list_topics(timeout=10).topics), what="the bands")
+    example = Example("priority_producer_example.py", proxy.endpoint, tmp_path)
+    sent = example.printed("send message success", count=10)
+    example.finish()
+
+    ids = [MESSAGE_ID.search(line).group(1) for line in sent]  # type: ignore[union-attr]
+    for band, band_topic in enumerate(bands):
+        priorities = {p for p in range(10) if min(p, 4) == band}
+        records = records_with_ids(system_topics, band_topic, {ids[p] for p in priorities})
+        assert {int(dict(r.headers())[prop.PRIORITY]) for r in records} == priorities

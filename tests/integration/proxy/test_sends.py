@@ -79,7 +79,7 @@ def test_a_route_has_a_queue_per_partition_on_the_address_the_client_used(
     assert {q.broker.name for q in route.message_queues} == {BROKER_NAME}
     assert all(q.broker.endpoints == asked for q in route.message_queues)
     assert all(q.permission == definition.Permission.READ_WRITE for q in route.message_queues)
-    assert len(route.message_queues[0].accept_message_types) == 4
+    assert len(route.message_queues[0].accept_message_types) == 5  # every type but LITE
 
 
 def test_one_message_group_s_messages_keep_their_order_in_one_queue(

@@ -70,6 +70,22 @@ def test_an_unspecified_type_is_taken_from_what_the_message_carries() -> None:
     assert check(message(0)).kind == "NORMAL"
 
 
+def test_a_priority_message_carries_its_priority_and_comes_back_with_it() -> None:
+    out = check(message(T.PRIORITY, priority=7))
+    assert (out.kind, out.priority) == ("PRIORITY", 7)
+    assert dict(out.wire.headers(ID))[prop.PRIORITY] == b"7"
+    assert check(message(0, priority=0)).kind == "PRIORITY"
+    back = to_protocol(
+        ReceivedMessage(
+            topic="Orders", kafka_topic="Orders.priority-7", body=b"x", queue_id=0,
+            queue_offset=0, timestamp=1, append_time=False,
+            headers=[(prop.UNIQ_KEY, ID.encode()), (prop.PRIORITY, b"7")],
+        ),
+        message_type=T.PRIORITY,
+    )  # fmt: skip
+    assert (back.system_properties.priority, dict(back.user_properties)) == (7, {})
+
+
 def test_a_gzip_body_is_stored_inflated() -> None:
     msg = message(body=gzip.compress(b"x" * 100), body_encoding=definition.Encoding.GZIP)
     assert check(msg).wire.body == b"x" * 100
@@ -94,6 +110,12 @@ def test_a_transactional_message_with_a_recovery_duration_gets_its_immunity() ->
         (message(T.NORMAL, message_group="g"), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message(T.TRANSACTION, message_group="g"), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message(T.LITE), Code.UNSUPPORTED),
+        (message(T.PRIORITY), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (message(T.PRIORITY, priority=-1), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (
+            message(T.PRIORITY, priority=1, message_group="g"),
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+        ),
         (message(99), Code.BAD_REQUEST),
         (message(body_encoding=7), Code.BAD_REQUEST),
         (
@@ -121,7 +143,9 @@ def test_a_type_the_topic_does_not_accept_conflicts_with_it() -> None:
     assert refused(msg, accepted=frozenset({"NORMAL"})) == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
 
 
-@pytest.mark.parametrize("name", [prop.UNIQ_KEY, prop.SHARDING_KEY, prop.TIMER_DELIVER_MS, " "])
+@pytest.mark.parametrize(
+    "name", [prop.UNIQ_KEY, prop.SHARDING_KEY, prop.PRIORITY, prop.TIMER_DELIVER_MS, " "]
+)
 def test_a_property_named_like_the_system_s_is_refused(name: str) -> None:
     msg = message()
     msg.user_properties[name] = "v"
