@@ -38,7 +38,8 @@ Subscribing or unsubscribing while running restarts the Kafka group member (a re
 Bands created after ``startup()`` are consumed after the next restart or subscribe. A FIFO
 consumer runs each band's queues on threads of their own, so the bands overlap a little. A
 failed message comes back through the group's retry topic, where priorities are not kept
-(as in RocketMQ, apache/rocketmq#10350).
+(as in RocketMQ, apache/rocketmq#10350). Messages already fetched (up to 1,000 per queue) are
+not overtaken by a higher band's that arrive later, as in RocketMQ's client cache.
 """
 
 from __future__ import annotations
