@@ -260,7 +260,7 @@ class _SparkCommands(click.Group):
         return spark
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return ["points", "telemetry"]
+        return ["points", "telemetry", "index"]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return self._group().get_command(ctx, name)
@@ -268,7 +268,8 @@ class _SparkCommands(click.Group):
 
 main.add_command(
     _SparkCommands(
-        "spark", help="Spark Structured Streaming jobs on the real topics (points, telemetry)."
+        "spark",
+        help="Spark Structured Streaming jobs on the real topics (points, telemetry, index).",
     )
 )
 

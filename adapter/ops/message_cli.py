@@ -2,15 +2,19 @@
 
 Plays the part of rocketmq-dashboard's message query and trace (see
 :mod:`adapter.ops.message_search`). Every query is bounded by a window, ``--begin`` to
-``--end`` (default: the last 24 hours), and says how many records it read.
+``--end`` (default: the last 24 hours), and says how many records it read and which source
+answered: ``scan`` (every record of the window read) or ``index`` (the message index that
+``rmq-adapter spark index`` keeps, given with ``--index PATH`` or ``RMQ_ADAPTER_MESSAGE_INDEX``,
+plus a scan of the records newer than it).
 
-Known gaps: no index: a query reads every record of the window (the Spark index of issue 30 is
-not built yet).
+Known gaps: ``show`` without the index finds a plain message's delivery only on the topics
+given with ``--topic`` (or named by its half or scheduled record).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import click
 from confluent_kafka import Message as KafkaRecord
@@ -21,6 +25,7 @@ from adapter.clock import SYSTEM_CLOCK
 from adapter.config import KafkaSettings
 from adapter.kafka.reading import header_text
 from adapter.ops import lifecycle
+from adapter.ops.message_index import ENV_INDEX, MessageIndex
 from adapter.ops.message_search import MessageSearch, place_of, stored_at
 from adapter.ops.options import bootstrap, clear_errors, parse_time, plural, timeout
 from adapter.text_table import table
@@ -29,6 +34,15 @@ DEFAULT_WINDOW_MS = 24 * 3600 * 1000
 
 _begin = click.option("--begin", default=None, help="Window start (default: 24 hours ago).")
 _end = click.option("--end", default=None, help="Window end (default: now).")
+_index = click.option(
+    "--index",
+    "index",
+    default=None,
+    envvar=ENV_INDEX,
+    show_envvar=True,
+    type=click.Path(path_type=Path),
+    help="The message index (Delta table of `rmq-adapter spark index`) to answer from.",
+)
 
 
 def window(begin: str | None, end: str | None, now_ms: int) -> tuple[int, int]:
@@ -39,11 +53,13 @@ def window(begin: str | None, end: str | None, now_ms: int) -> tuple[int, int]:
     return begin_ms, end_ms
 
 
-def _search(bootstrap: str, begin: str | None, end: str | None, timeout: float) -> MessageSearch:
+def _search(
+    bootstrap: str, begin: str | None, end: str | None, timeout: float, index: Path | None
+) -> MessageSearch:
     begin_ms, end_ms = window(begin, end, SYSTEM_CLOCK.now_ms())
-    return MessageSearch(
-        KafkaSettings.from_env(bootstrap).librdkafka({}), begin_ms, end_ms, timeout
-    )
+    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
+    found_by = MessageIndex(index) if index is not None else None
+    return MessageSearch(conf, begin_ms, end_ms, timeout, found_by)
 
 
 QUERY_HEADER = ("place", "stored (UTC)", "msg id", "tags", "keys", "bytes")
@@ -75,6 +91,7 @@ def message_group() -> None:
 @click.option("--topic", "topics", multiple=True, help="Also look for its delivery here.")
 @_begin
 @_end
+@_index
 @timeout
 @clear_errors
 def message_show(
@@ -83,13 +100,14 @@ def message_show(
     topics: tuple[str, ...],
     begin: str | None,
     end: str | None,
+    index: Path | None,
     timeout: float,
 ) -> None:
     """MSG_ID's life: born, half stored, checks, decision, timer hops, delivered, and per
     consumer group consumed, retried or dead-lettered."""
     for topic in topics:
         naming.kafka_topic(topic)  # a bad name is an error before anything is read
-    life = _search(bootstrap, begin, end, timeout).show(msg_id, list(topics))
+    life = _search(bootstrap, begin, end, timeout, index).show(msg_id, list(topics))
     click.echo(lifecycle.render(msg_id, life.steps, life.groups, life.summary()))
     if not life.steps:
         raise click.ClickException(f"no record of message {msg_id} in the window")
@@ -102,6 +120,7 @@ def message_show(
 @bootstrap
 @_begin
 @_end
+@_index
 @timeout
 @clear_errors
 def message_query(
@@ -111,10 +130,11 @@ def message_query(
     bootstrap: str,
     begin: str | None,
     end: str | None,
+    index: Path | None,
     timeout: float,
 ) -> None:
     """TOPIC's messages in the window, by key or tag (all of the window's without either)."""
-    found, life = _search(bootstrap, begin, end, timeout).query(topic, key, tag)
+    found, life = _search(bootstrap, begin, end, timeout, index).query(topic, key, tag)
     rows = query_rows(found)
     if rows:
         click.echo("\n".join(table(QUERY_HEADER, rows, indent="")))

@@ -4,6 +4,8 @@ Message queries are bounded by a window, as rocketmq-dashboard's are: Kafka find
 partition's first offset at or after the window's start and the first after its end
 (``offsets_for_times``), and only the records between are read (read_committed, as consumers
 see them). The caller learns how many records were scanned, so that a slow query says why.
+A query answered by the message index scans only what is newer than the index (``after``), and
+reads the records the index found by their place (:func:`fetch`).
 
 Known gaps: a transaction still open at the window's end holds its partition's reading until
 it ends or the deadline passes (read_committed stops at it).
@@ -59,9 +61,11 @@ def scan(
     match: Callable[[KafkaRecord], bool],
     timeout_s: float,
     clock: Clock = SYSTEM_CLOCK,
+    after: Mapping[tuple[str, int], int] | None = None,
 ) -> Scanned:
-    """The records of ``kafka_topics`` stored in [``begin_ms``, ``end_ms``) that ``match``;
-    ``AdapterError`` when the window is not read within ``timeout_s``."""
+    """The records of ``kafka_topics`` stored in [``begin_ms``, ``end_ms``) that ``match``,
+    only from offset ``after[(kafka topic, partition)]`` on where given; ``AdapterError`` when
+    the window is not read within ``timeout_s``."""
     result = Scanned()
     reader = clients.consumer({"group.id": _GROUP, **conf, **READER_SETTINGS})
     try:
@@ -80,6 +84,9 @@ def scan(
         }
         starts = _bounds(reader, partitions, begin_ms, ends, timeout_s)
         stops = _bounds(reader, partitions, end_ms, ends, timeout_s)
+        for key, start in (after or {}).items():
+            if key in starts:
+                starts[key] = max(starts[key], start)
         open_ = {key for key in starts if starts[key] < stops[key]}
         result.partitions = len(open_)
         if not open_:
@@ -115,5 +122,70 @@ def scan(
                 "narrow it with --begin/--end, or give a longer --timeout"
             )
         return result
+    finally:
+        reader.close()
+
+
+Place = tuple[str, int, int]
+"""A record's place: Kafka topic, partition, offset."""
+
+
+def fetch(
+    conf: Mapping[str, Any],
+    places: Iterable[Place],
+    timeout_s: float,
+    clock: Clock = SYSTEM_CLOCK,
+) -> tuple[list[KafkaRecord], list[Place]]:
+    """The committed records at ``places`` (each read by seeking to it), and the places that
+    hold none (deleted by retention, or an aborted transaction's); ``AdapterError`` when they
+    are not read within ``timeout_s``."""
+    wanted: dict[tuple[str, int], list[int]] = {}
+    for topic, partition, offset in sorted(set(places)):
+        wanted.setdefault((topic, partition), []).append(offset)
+    found: list[KafkaRecord] = []
+    missing: list[Place] = []
+    if not wanted:
+        return found, missing
+    reader = clients.consumer({"group.id": _GROUP, **conf, **READER_SETTINGS})
+    try:
+        reader.assign([TopicPartition(t, p, offsets[0]) for (t, p), offsets in wanted.items()])
+        deadline = clock.monotonic() + timeout_s
+        while wanted and clock.monotonic() < deadline:
+            record = reader.poll(0.2)
+            if record is None:
+                continue
+            key = (record.topic() or "", record.partition() or 0)
+            offsets = wanted.get(key)
+            if offsets is None:
+                continue
+            error = record.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    missing += [(*key, o) for o in offsets]
+                    del wanted[key]
+                    reader.incremental_unassign([TopicPartition(*key)])
+                elif error.fatal() or not error.retriable():
+                    raise AdapterError(f"cannot read {naming.decode(key[0])}: {error.str()}")
+                continue
+            offset = record.offset() or 0
+            if offset < offsets[0]:
+                continue
+            while offsets and offsets[0] < offset:
+                missing.append((*key, offsets.pop(0)))
+            if offsets and offsets[0] == offset:
+                found.append(record)
+                offsets.pop(0)
+            if not offsets:
+                del wanted[key]
+                reader.incremental_unassign([TopicPartition(*key)])
+            elif offsets[0] > offset + 1:
+                reader.seek(TopicPartition(*key, offsets[0]))
+        if wanted:
+            held = ", ".join(f"{naming.decode(t)}[{p}]" for t, p in sorted(wanted))
+            raise AdapterError(
+                f"the indexed records were not read within {timeout_s:g} s (still reading "
+                f"{held}): give a longer --timeout"
+            )
+        return found, missing
     finally:
         reader.close()

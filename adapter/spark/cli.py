@@ -1,4 +1,4 @@
-"""``rmq-adapter spark points|telemetry``: the Spark jobs from the command line.
+"""``rmq-adapter spark points|telemetry|index``: the Spark jobs from the command line.
 
 Not a RocketMQ behaviour: the entry point that runs a job on ``local[2]`` or on a cluster
 (``--master spark://host:7077``) unchanged. The click group :data:`spark` is meant to be
@@ -50,7 +50,7 @@ def _options(job: Job) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         ),
         option(
             "--trigger-ms", "SPARK_TRIGGER_MS",
-            "Processing-time trigger in ms.  [default: 500 points, 5000 telemetry]", type=int,
+            "Processing-time trigger in ms.  [default: 500 points, 5000 the others]", type=int,
         ),
         option(
             "--available-now", "SPARK_AVAILABLE_NOW",
@@ -111,6 +111,10 @@ def _run(job: Job, options: dict[str, Any]) -> None:
             from adapter.spark.points import run_points
 
             result: Any = run_points(config, stop=stop)
+        elif job is Job.INDEX:
+            from adapter.spark.index import format_index, run_index
+
+            result = run_index(config, stop=stop)
         else:
             from adapter.spark.telemetry import run_telemetry
 
@@ -120,7 +124,10 @@ def _run(job: Job, options: dict[str, Any]) -> None:
     if json_file is not None:
         json_file.parent.mkdir(parents=True, exist_ok=True)
         json_file.write_text(as_json(job.value, result) + "\n")
-    click.echo(format_points(result) if job is Job.POINTS else format_telemetry(result))
+    if job is Job.INDEX:
+        click.echo(format_index(result))
+    else:
+        click.echo(format_points(result) if job is Job.POINTS else format_telemetry(result))
 
 
 @click.group("spark")
@@ -140,3 +147,11 @@ def points(**options: Any) -> None:
 def telemetry(**options: Any) -> None:
     """Delay lateness per level and transaction outcomes into small Delta tables."""
     _run(Job.TELEMETRY, options)
+
+
+@spark.command("index")
+@_options(Job.INDEX)
+def index(**options: Any) -> None:
+    """Index every message's id, keys, tag and Kafka place into a Delta table, for
+    ``rmq-adapter message query|show --index``."""
+    _run(Job.INDEX, options)

@@ -53,10 +53,12 @@ DEFAULT_POINTS_TOPIC = "OrderPaid"
 class Job(StrEnum):
     POINTS = "points"
     TELEMETRY = "telemetry"
+    INDEX = "index"
 
 
-DEFAULT_TRIGGER_MS = {Job.POINTS: 500, Job.TELEMETRY: 5000}
-"""The points job credits within a second of a commit; telemetry is a dashboard, 5 s is plenty."""
+DEFAULT_TRIGGER_MS = {Job.POINTS: 500, Job.TELEMETRY: 5000, Job.INDEX: 5000}
+"""The points job credits within a second of a commit; telemetry is a dashboard, 5 s is plenty;
+the message index is read with a scan of what is newer, so 5 s is plenty there too."""
 
 
 def _truthy(value: str) -> bool:
@@ -99,7 +101,8 @@ class SparkJobConfig:
     available_now: bool = False
     """Process what is in Kafka now (in one or more batches), then stop."""
     topics: tuple[str, ...] = ()
-    """RocketMQ topic names to read. Empty for telemetry: every real topic (a pattern)."""
+    """RocketMQ topic names to read. Empty for telemetry and the index: every real topic (a
+    pattern)."""
     jars_dir: Path | None = None
     """The extra jars (``infra/.jars/spark``); ``None``: ``RMQ_ADAPTER_SPARK_JARS`` or the
     checkout's ``infra/.jars/spark``."""

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from adapter.spark import ledger, orders
 from adapter.spark.config import SparkJobConfig
 from adapter.spark.reader import read_messages
-from adapter.spark.session import build_session, stop_session
+from adapter.spark.session import session_for
 from adapter.spark.streaming import batches, input_rows, run_query, start_foreach_batch
 
 log = logging.getLogger(__name__)
@@ -151,16 +151,10 @@ def run_points(
     """Run the points job: with ``available_now`` until Kafka's current end, else until
     ``stop`` is set. Uses ``spark`` if given (it stays open), else builds a session and stops
     it at the end."""
-    own = spark is None
-    session = spark if spark is not None else build_session(config)
-    try:
+    with session_for(config, spark) as session:
         queries = run_query(lambda: start_points(session, config, on_batch), stop)
         result = points_result(session, config, queries)
-        log.info(
-            "points job done",
-            extra={"input_rows": result.input_rows, "credited": result.credited},
-        )
-        return result
-    finally:
-        if own:
-            stop_session(session)
+    log.info(
+        "points job done", extra={"input_rows": result.input_rows, "credited": result.credited}
+    )
+    return result

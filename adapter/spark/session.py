@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
@@ -100,6 +101,20 @@ def build_session(config: SparkJobConfig) -> SparkSession:
         },
     )
     return spark
+
+
+@contextlib.contextmanager
+def session_for(config: SparkJobConfig, spark: SparkSession | None) -> Iterator[SparkSession]:
+    """``spark`` if given (it stays open), else a session built for ``config`` and stopped at
+    the end (:func:`stop_session`): how a job's ``run_*`` function gets its session."""
+    if spark is not None:
+        yield spark
+        return
+    session = build_session(config)
+    try:
+        yield session
+    finally:
+        stop_session(session)
 
 
 def _launch_driver_jvm(conf: SparkConf) -> None:
