@@ -13,8 +13,9 @@ counts ``rmq_exporter_refresh_failures_total``, and ``/readyz`` turns 503 until 
 
 The 5.x ``SimpleConsumer``'s groups (Kafka share groups, :mod:`adapter.ops.share_groups`) are
 exported under the same names: their accumulation is Kafka's share-partition lag, their
-consumer offset the share-partition start offsets (a partition not fetched yet counts from its
-earliest retained message).
+consumer offset the end offsets less that lag (:func:`adapter.ops.share_groups.position`: Kafka
+persists the start offsets lazily, so a rate over them would lag behind the acks; a partition
+not fetched yet counts from its earliest retained message).
 
 Known gaps: share groups are read over plaintext listeners only (elsewhere they are left out,
 logged once); rocketmq-exporter's per-second rates (``rocketmq_consumer_tps``) are left to
@@ -39,7 +40,7 @@ from adapter.config import KafkaSettings
 from adapter.exceptions import AdapterError
 from adapter.ops import share_protocol as wire
 from adapter.ops.groups import EARLIEST, LATEST, Groups, dead_letter_topic
-from adapter.ops.share_groups import ShareGroups, ShareGroupsUnavailable
+from adapter.ops.share_groups import ShareGroups, ShareGroupsUnavailable, position
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +62,11 @@ class Snapshot:
 
 
 def _share_starts(share: ShareGroups | None) -> dict[str, list[wire.StartOffset]]:
-    """Each share group's start offsets; none when share groups cannot be read here."""
+    """Each share group's start offsets (one request per coordinator for all of them); none
+    when share groups cannot be read here."""
     if share is None:
         return {}
-    found: dict[str, list[wire.StartOffset]] = {}
-    for listed in share.listed():
-        try:
-            found[listed.group_id] = share.start_offsets(listed.group_id)
-        except AdapterError as exc:
-            log.info(
-                "lag exporter: share group %s left out of this reading: %s", listed.group_id, exc
-            )
-    return found
+    return share.start_offsets([listed.group_id for listed in share.listed()])
 
 
 def read_snapshot(
@@ -123,8 +117,9 @@ def read_snapshot(
             if place not in ends:
                 continue
             key = (group, naming.decode(start.topic))
-            offset = start.start_offset if start.start_offset >= 0 else earliest[place]
-            lag = start.lag if start.lag >= 0 else max(ends[place] - offset, 0)
+            at = position(start, ends[place])
+            offset = earliest[place] if at is None else at
+            lag = max(ends[place] - offset, 0)
             snap.accumulation[key] = snap.accumulation.get(key, 0) + lag
             snap.consumer_offset[key] = snap.consumer_offset.get(key, 0) + offset
     for group, dlq in dead_letter_topics.items():

@@ -50,6 +50,7 @@ from adapter.ops.offset_reset import Move, Queue, Target, TargetKind
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+A = TypeVar("A")
 KIND = "simple (share group)"
 _RETRY_S = 0.2
 
@@ -146,12 +147,12 @@ class _Connection:
         self,
         api_key: int,
         what: str,
-        body: Callable[[int], bytes],
+        body: bytes,
         decode: Callable[[int, codec.Reader], T],
     ) -> T:
         """``what``'s answer, asked in the highest version both sides speak."""
         version = self.version(api_key, what)
-        reader = self._call(api_key, version, body(version))
+        reader = self._call(api_key, version, body)
         try:
             return decode(version, reader)
         except codec.ProtocolError as exc:
@@ -196,33 +197,49 @@ class ShareGroups:
 
     def _coordinated(
         self,
-        group_id: str,
+        group_ids: Sequence[str],
         api_key: int,
         what: str,
-        body: Callable[[int], bytes],
-        decode: Callable[[int, codec.Reader], Any],
-        error_of: Callable[[Any], int],
-    ) -> Any:
-        """Ask ``group_id``'s coordinator, again while it moves or loads (within the timeout)."""
+        body: Callable[[list[str]], bytes],
+        decode: Callable[[int, codec.Reader], list[A]],
+        error_of: Callable[[A], tuple[str, int]],
+    ) -> dict[str, A]:
+        """Ask each coordinator once for all of ``group_ids`` it coordinates, and again for
+        those whose coordinator moved or was loading (within the timeout). ``error_of`` names
+        an answer's group and error code."""
         deadline = time.monotonic() + self._timeout_s
-        while True:
+        pending, answers = sorted(set(group_ids)), {}
+        while pending:
             with self._any() as first:
                 found = first.call(
                     wire.FIND_COORDINATOR,
                     "FindCoordinator",
-                    lambda _: wire.find_coordinator_request([group_id]),
-                    lambda _, r: wire.find_coordinator_response(r)[0],
+                    wire.find_coordinator_request(pending),
+                    lambda _, r: wire.find_coordinator_response(r),
                 )
-            error = found.error
-            if not error:
-                with self._connect(found.host, found.port) as coordinator:
-                    answer = coordinator.call(api_key, what, body, decode)
-                error = error_of(answer)
-                if error not in wire.RETRIABLE:
-                    return answer
-            if error not in wire.RETRIABLE or time.monotonic() > deadline:
+            retry: dict[str, int] = {}
+            at: dict[tuple[str, int], list[str]] = {}
+            for place in found:
+                if place.error:
+                    retry[place.key] = place.error
+                else:
+                    at.setdefault((place.host, place.port), []).append(place.key)
+            for (host, port), ids in at.items():
+                with self._connect(host, port) as coordinator:
+                    for answer in coordinator.call(api_key, what, body(ids), decode):
+                        group_id, error = error_of(answer)
+                        if error in wire.RETRIABLE:
+                            retry[group_id] = error
+                        else:
+                            answers[group_id] = answer
+            refused = {g: e for g, e in retry.items() if e not in wire.RETRIABLE}
+            if refused or (retry and time.monotonic() > deadline):
+                group_id, error = next(iter(refused.items() or retry.items()))
                 raise GroupError(f"{what} of share group {group_id!r}: {wire.error_name(error)}")
-            time.sleep(_RETRY_S)
+            pending = sorted(retry)
+            if pending:
+                time.sleep(_RETRY_S)
+        return answers
 
     def listed(self) -> list[wire.ListedGroup]:
         """Every share group, from every broker (each lists the groups it coordinates)."""
@@ -232,7 +249,7 @@ class ShareGroups:
                 error, groups = broker.call(
                     wire.LIST_GROUPS,
                     "ListGroups v5",
-                    lambda _: wire.list_share_groups_request(),
+                    wire.list_share_groups_request(),
                     lambda _, r: wire.list_groups_response(r),
                 )
             if error:
@@ -240,54 +257,57 @@ class ShareGroups:
             found.update((g.group_id, g) for g in groups)
         return [found[key] for key in sorted(found)]
 
-    def describe(self, group_id: str) -> wire.DescribedShareGroup | None:
-        """The group and its members; ``None`` when no share group has that name."""
-        about: wire.DescribedShareGroup = self._coordinated(
-            group_id,
+    def described(self, group_ids: Sequence[str]) -> dict[str, wire.DescribedShareGroup]:
+        """The groups and their members; a name no share group has is left out."""
+        about = self._coordinated(
+            group_ids,
             wire.SHARE_GROUP_DESCRIBE,
             "ShareGroupDescribe",
-            lambda _: wire.share_group_describe_request([group_id]),
-            lambda _, r: wire.share_group_describe_response(r)[0],
-            lambda a: a.error,
+            wire.share_group_describe_request,
+            lambda _, r: wire.share_group_describe_response(r),
+            lambda a: (a.group_id, a.error),
         )
-        if about.error == wire.GROUP_ID_NOT_FOUND:
-            return None
-        if about.error:
-            raise GroupError(
-                f"share group {group_id!r}: {about.message or wire.error_name(about.error)}"
-            )
-        return about
+        for group_id, one in about.items():
+            if one.error and one.error != wire.GROUP_ID_NOT_FOUND:
+                detail = one.message or wire.error_name(one.error)
+                raise GroupError(f"share group {group_id!r}: {detail}")
+        return {g: one for g, one in about.items() if not one.error}
 
-    def start_offsets(self, group_id: str) -> list[wire.StartOffset]:
-        answer: wire.GroupOffsets = self._coordinated(
-            group_id,
+    def start_offsets(self, group_ids: Sequence[str]) -> dict[str, list[wire.StartOffset]]:
+        """Each group's start offsets (and Kafka's lag) per partition; a group Kafka refused
+        to answer for (gone meanwhile, not ours to see) is left out, logged."""
+        answers = self._coordinated(
+            group_ids,
             wire.DESCRIBE_SHARE_GROUP_OFFSETS,
             "DescribeShareGroupOffsets",
-            lambda _: wire.describe_offsets_request([group_id]),
-            lambda version, r: wire.describe_offsets_response(r, version)[0],
-            lambda a: a.error,
+            wire.describe_offsets_request,
+            lambda version, r: wire.describe_offsets_response(r, version),
+            lambda a: (a.group_id, a.error),
         )
-        if answer.error:
-            raise GroupError(
-                f"share group {group_id!r}: {answer.message or wire.error_name(answer.error)}"
-            )
-        return [o for o in answer.offsets if o.error == 0]
+        found = {}
+        for group_id, answer in answers.items():
+            if answer.error:
+                detail = answer.message or wire.error_name(answer.error)
+                log.info("share group %s: no start offsets: %s", group_id, detail)
+                continue
+            found[group_id] = [o for o in answer.offsets if o.error == 0]
+        return found
 
     def rows(self) -> list[GroupRow]:
-        rows = []
-        for listed in self.listed():
-            about = self.describe(listed.group_id)
-            if about is None:  # gone meanwhile
-                continue
-            state = about.state.lower()
-            rows.append(GroupRow(listed.group_id, None, state, len(about.members), False, True))
-        return rows
+        about = self.described([listed.group_id for listed in self.listed()])
+        return [
+            GroupRow(group_id, None, one.state.lower(), len(one.members), False, True)
+            for group_id, one in sorted(about.items())
+        ]
 
     def _known(self, group_id: str) -> tuple[wire.DescribedShareGroup, list[wire.StartOffset]]:
-        about = self.describe(group_id)
+        about = self.described([group_id]).get(group_id)
         if about is None:
             raise GroupError(f"no consumer group or share group {group_id!r}")
-        return about, self.start_offsets(group_id)
+        starts = self.start_offsets([group_id])
+        if group_id not in starts:
+            raise GroupError(f"Kafka did not give share group {group_id!r}'s start offsets")
+        return about, starts[group_id]
 
     def _queues(
         self,
@@ -356,14 +376,15 @@ class ShareGroups:
 
     def execute(self, group_id: str, moves: Sequence[Move]) -> None:
         offsets = [(naming.kafka_topic(m.topic), m.partition, m.to) for m in moves]
-        error, message, parts = self._coordinated(
-            group_id,
+        answers = self._coordinated(
+            [group_id],
             wire.ALTER_SHARE_GROUP_OFFSETS,
             "AlterShareGroupOffsets",
-            lambda _: wire.alter_offsets_request(group_id, offsets),
-            lambda _, r: wire.alter_offsets_response(r),
-            lambda a: a[0],
+            lambda ids: wire.alter_offsets_request(ids[0], offsets),
+            lambda _, r: [wire.alter_offsets_response(r)],
+            lambda a: (group_id, a[0]),
         )
+        error, message, parts = answers[group_id]
         if error:
             raise GroupError(
                 f"Kafka refused the reset of share group {group_id!r}: "
