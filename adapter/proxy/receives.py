@@ -95,6 +95,9 @@ def to_protocol(message: Message) -> Any:
     if message.delivery_timestamp:
         system.delivery_timestamp.CopyFrom(_timestamp(message.delivery_timestamp))
         system.message_type = definition.MessageType.DELAY
+    if message.priority is not None:
+        system.priority = message.priority
+        system.message_type = definition.MessageType.PRIORITY
     return definition.Message(
         topic=to_resource(message.topic or ""),
         user_properties=dict(message.properties),
