@@ -146,11 +146,9 @@ class MessageSearch:
             places = self._index.places(names, self._begin_ms, self._end_ms, **lookup)
             fetched, gone = fetch(self._conf, places, self._timeout_s)
             indexed = [r for r in fetched if match(r)]
-            life.source, life.indexed, life.gone = (
-                "index",
-                life.indexed + len(places),
-                life.gone + len(gone),
-            )
+            life.indexed, life.gone = life.indexed + len(places), life.gone + len(gone)
+            if after:  # the index covers these topics (else it is all scan: say so)
+                life.source = "index"
         found = scan(
             self._conf, present, self._begin_ms, self._end_ms, match, self._timeout_s, after=after
         )

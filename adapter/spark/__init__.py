@@ -4,8 +4,9 @@ Reproduces what a RocketMQ consumer sees of a message (topic, queue, offset, msg
 properties, body, born and store times, reconsume times, transaction id, delay level) as Spark
 columns, read through Spark's own Kafka source with ``read_committed`` isolation, and the jobs
 built on it: the points ledger (:mod:`adapter.spark.points`), the adapter's telemetry
-(:mod:`adapter.spark.telemetry`) and the message index (:mod:`adapter.spark.index`). The submodules are small, one concept each; import them
-directly (``from adapter.spark import points``).
+(:mod:`adapter.spark.telemetry`) and the message index (:mod:`adapter.spark.index`). The
+submodules are small, one concept each; import them directly (``from adapter.spark import
+points``).
 
 This package needs PySpark and Delta Lake, pinned as a pair whose Maven jars resolve (the
 ``spark`` extra). Importing it without them fails at once with the command that installs them;

@@ -150,3 +150,16 @@ def test_a_missing_or_corrupt_index_is_one_clear_line(indexed: Indexed, tmp_path
     assert broken.exit_code == 1
     assert broken.output.startswith(f"Error: the message index at {log.parent} cannot be read")
     assert len(broken.output.strip().splitlines()) == 1, broken.output
+
+
+def test_a_topic_the_index_does_not_cover_is_scanned_and_says_so(
+    indexed: Indexed, new_topic, make_producer
+) -> None:
+    other = new_topic(1, "NotIndexed")
+    sent = make_producer().send_sync(message(other, "order-9")).msg_id
+    by_key = run(indexed, "query", "--topic", other, "--key", "order-9", index=indexed.table)
+    assert by_key.exit_code == 0, by_key.output
+    assert sent in by_key.output
+    assert "1 message found; scanned 1 records of 1 topics in the window; source: scan" in (
+        by_key.output
+    )
