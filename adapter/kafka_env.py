@@ -42,6 +42,10 @@ EXACTLY_ONCE: Mapping[str, str] = {
     "auto.commit.enable": "offsets are committed with the work they finish",
     "enable.auto.offset.store": "offsets are committed with the work they finish",
     "enable.idempotence": "a retried send is stored once",
+    "max.in.flight.requests.per.connection": (
+        "a send retried across a leader change is stored once (librdkafka#4953)"
+    ),
+    "max.in.flight": "a send retried across a leader change is stored once (librdkafka#4953)",
     "acks": "every in-sync replica holds a record before it counts as sent",
     "request.required.acks": "every in-sync replica holds a record before it counts as sent",
     "transactional.id": "each worker and producer has its own transactional id",

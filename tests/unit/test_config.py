@@ -44,6 +44,15 @@ def test_producer_defaults_are_rocketmqs() -> None:
     assert conf["enable.idempotence"] is True
 
 
+def test_an_applications_producer_keeps_one_request_in_flight_so_no_retry_is_stored_twice() -> None:
+    """librdkafka#4953: with several requests in flight, a leader change made the idempotent
+    producer store batches twice (found by the chaos run)."""
+    conf = ProducerConfig(KafkaSettings("a:1"), "G").librdkafka()
+    assert conf["max.in.flight.requests.per.connection"] == 1
+    with pytest.raises(ConfigError, match="stored once"):
+        KafkaSettings("127.0.0.1:9", {"max.in.flight.requests.per.connection": "5"})
+
+
 def test_the_fast_paths_producers_share_the_applications_settings_and_compression() -> None:
     settings = KafkaSettings.from_env("a:1", {"RMQ_ADAPTER_KAFKA_SECURITY_PROTOCOL": "SSL"})
     config = ProducerConfig(settings, "G", send_timeout_ms=5000, compress_level=6)
