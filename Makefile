@@ -18,7 +18,7 @@ else
 WITH_KAFKA :=
 endif
 
-.PHONY: demo test test-long test-cluster unit integration spark-test lint docs bench bench-rocketmq jars spark-jars images install wheel system-deps browser-deps clean
+.PHONY: demo test test-long test-cluster chaos unit integration spark-test lint docs bench bench-rocketmq jars spark-jars images install wheel system-deps browser-deps clean
 
 demo: install jars
 	$(PY) -m demo
@@ -39,6 +39,15 @@ test-long: install jars
 # The fault and security tests on a three-broker cluster; it runs in containers only (podman).
 test-cluster: install jars
 	infra/with-podman.sh $(PY) -m pytest tests -m cluster $(PYTEST_ARGS)
+
+# Faults as RocketMQ's openchaos injects them (partitions, isolation, packet loss, frozen and
+# killed brokers and workers) on the three-broker cluster: each type alone for CHAOS_EACH
+# minutes, then CHAOS_MIXED minutes drawn at random; a report and a chart in bench/.out/chaos.
+# Long: not part of .ci/run (test-cluster runs a 3-minute smoke of it).
+CHAOS_EACH ?= 2
+CHAOS_MIXED ?= 30
+chaos: install jars
+	infra/with-podman.sh $(PY) -m tests.chaos --each $(CHAOS_EACH) --mixed $(CHAOS_MIXED)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
