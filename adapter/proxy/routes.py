@@ -7,7 +7,9 @@ Reproduces RocketMQ 5's ``RouteActivity`` and ``ClientActivity`` for what a prod
   readable and writable, all on one broker whose endpoints are the ones the client reached the
   proxy by (as RocketMQ's proxy answers with the request's endpoints), so that every call of
   the client comes back to this address, whichever proxy serves it; each queue lists the
-  message types the topic accepts. A topic that does not exist is ``TOPIC_NOT_FOUND``;
+  message types the topic accepts (PRIORITY only on a topic made for priorities: the Java
+  client 5.0.x refuses a route naming a type it does not know). A topic that does not exist is
+  ``TOPIC_NOT_FOUND``;
 - ``QueryAssignment``: a push consumer's queue, one (id -1) on that same broker, shared by
   every consumer of its group, as RocketMQ's proxy answers a group that is not FIFO;
 - ``Heartbeat``: answered; the client's Telemetry stream is what keeps it known;
@@ -20,6 +22,7 @@ Known gaps: none.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from adapter import naming
@@ -40,10 +43,17 @@ BROKER_NAME = "rmq-adapter"
 
 
 class Routes:
-    def __init__(self, config: ProxyConfig, topics: PartitionCounts, sessions: Sessions) -> None:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        topics: PartitionCounts,
+        sessions: Sessions,
+        bands: Callable[[str], Mapping[int, str]],
+    ) -> None:
         self._config = config
         self._topics = topics
         self._sessions = sessions
+        self._bands = bands
 
     def query_route(self, request: Any, account: Account, bound: Address) -> Any:
         """The route of ``request.topic`` (blocking: it may ask Kafka)."""
@@ -51,9 +61,14 @@ class Routes:
         account.require(Perm.PUB | Perm.SUB, topic=topic)  # either will do
         partitions = self._partitions(topic)
         broker = definition.Broker(name=BROKER_NAME, id=0, endpoints=_endpoints(request, bound))
+        kinds = ["NORMAL", "FIFO", "DELAY", "TRANSACTION"]
+        if self._bands(naming.kafka_topic(topic)):
+            # Only a topic made for priorities says PRIORITY: clients older than the type
+            # (the Java client 5.0.x) refuse a route naming a type they do not know.
+            kinds.append("PRIORITY")
         accepted = [
             definition.MessageType.Value(kind)
-            for kind in ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY")
+            for kind in kinds
             if kind in self._config.accepted_types(topic)
         ]
         queues = [

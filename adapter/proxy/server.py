@@ -152,7 +152,7 @@ class ProxyServer:
         servicer = MessagingService(
             auth=auth,
             metrics=self.metrics,
-            routes=Routes(config, sender.topics, self.sessions),
+            routes=Routes(config, sender.topics, self.sessions, sender.bands.of),
             sends=sends,
             transactions=transactions,
             telemetry=telemetry,
