@@ -22,8 +22,9 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from adapter.kafka import clients
@@ -55,10 +56,25 @@ def prepare(bootstrap: str, groups: int, topics: int) -> list[str]:
             for topic in read
             for p in range(PARTITIONS)
         ]
-        request = [ConsumerGroupTopicPartitions(group, offsets)]
-        for future in admin.alter_consumer_group_offsets(request).values():
-            future.result(60)
+        commit(admin, group, offsets)
     return group_names
+
+
+def commit(admin: Any, group: str, offsets: list[TopicPartition], within_s: float = 60.0) -> None:
+    """``offsets`` committed for ``group``, asked again while the broker is still loading its
+    offsets topic (each partition answers with its own error)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            request = [ConsumerGroupTopicPartitions(group, offsets)]
+            answer = admin.alter_consumer_group_offsets(request)[group].result(10)
+            if all(tp.error is None for tp in answer.topic_partitions or []):
+                return
+        except KafkaException:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the offsets of {group} were not taken in {within_s:.0f} s")
+        time.sleep(0.5)
 
 
 def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:
