@@ -5,6 +5,11 @@ checkers do.
 - **duplicated**: delivered more than once to one group; for an at-least-once consumer group
   (``redelivery_allowed``: a consumer that crashed or lost its session before it committed
   gets the message again, in RocketMQ as here) these are counted as **redelivered** instead;
+- **sent twice**: a plain send (not a transaction, a delayed message or a timer) the client
+  stored twice: allowed, and counted, since RocketMQ promises a send at least once (its own
+  producer retries), and librdkafka's idempotent producer can store a batch twice across a
+  leader change (librdkafka#4953; rarer with one request in flight, not gone). Transactions,
+  delayed messages and timers are promised once: a second copy of one is **duplicated**;
 - **recovered**: an ``UNKNOWN`` outcome that was delivered (allowed, and counted);
 - **unexpected**: delivered, but never sent, known failed, or rolled back;
 - **early**: a delayed message or timer delivered before its due time (less ``tolerance_s``);
@@ -46,6 +51,8 @@ class Verdict:
     """(group, key, times)"""
     redelivered: list[tuple[str, str, int]] = field(default_factory=list)
     """(group, key, times) in an at-least-once group: allowed, and counted"""
+    sent_twice: list[tuple[str, str, int]] = field(default_factory=list)
+    """(group, key, times) of a plain send stored more than once: allowed, and counted"""
     recovered: list[str] = field(default_factory=list)
     unexpected: list[tuple[str, str]] = field(default_factory=list)
     early: list[tuple[str, float]] = field(default_factory=list)
@@ -96,8 +103,11 @@ def check(
         twice = [(group, key, n) for key, n in sorted(counts.items()) if n > 1]
         if group in redelivery_allowed:
             verdict.redelivered.extend(twice)
-        else:
-            verdict.duplicated.extend(twice)
+            continue
+        for item in twice:
+            op = sends.get(item[1])
+            plain = op is not None and op.kind is Kind.SEND
+            (verdict.sent_twice if plain else verdict.duplicated).append(item)
     verdict.out_of_order = _out_of_order(history)
     verdict.recoveries = [_recovery(history, fault) for fault in history.faults]
     return verdict

@@ -43,8 +43,8 @@ def test_an_acknowledged_message_never_delivered_is_lost() -> None:
     assert not verdict.ok
 
 
-def test_a_message_delivered_twice_to_one_group_is_duplicated() -> None:
-    verdict = check(history([sent("a")], [("a", 1.0), ("a", 2.0)]), G)
+def test_a_transaction_delivered_twice_to_one_group_is_duplicated() -> None:
+    verdict = check(history([sent("a", kind=Kind.TRANSACTION)], [("a", 1.0), ("a", 2.0)]), G)
     assert verdict.duplicated == [("consumers", "a", 2)]
     assert not verdict.ok
 
@@ -55,6 +55,14 @@ def test_an_at_least_once_group_s_second_delivery_is_a_redelivery_not_a_duplicat
     )
     assert verdict.ok
     assert verdict.redelivered == [("consumers", "a", 2)]
+
+
+def test_a_plain_send_stored_twice_is_counted_but_a_delayed_message_twice_is_a_duplicate() -> None:
+    ops = [sent("s"), sent("d", kind=Kind.DELAY, due_s=0.0), sent("t", kind=Kind.TRANSACTION)]
+    got = [("s", 1.0), ("s", 1.0), ("d", 1.0), ("d", 1.0), ("t", 1.0), ("t", 1.0)]
+    verdict = check(history(ops, got), G)
+    assert verdict.sent_twice == [("consumers", "s", 2)]
+    assert verdict.duplicated == [("consumers", "d", 2), ("consumers", "t", 2)]
 
 
 def test_a_message_of_unknown_outcome_may_arrive_and_is_counted_recovered() -> None:
@@ -119,7 +127,7 @@ def test_a_history_is_clean_exactly_when_each_message_arrived_as_its_outcome_all
 ) -> None:
     """Generated: each message's outcome, whether committed, and how often it arrived."""
     ops = [
-        sent(f"m{i}", outcome, committed=committed)
+        sent(f"m{i}", outcome, kind=Kind.TRANSACTION, committed=committed)
         for i, (outcome, committed, _) in enumerate(plan)
     ]
     got = [(f"m{i}", float(i)) for i, (_, _, times) in enumerate(plan) for _ in range(times)]
