@@ -100,6 +100,20 @@ class ProcessWorker:
         """Whether a line containing ``line`` was printed after the first ``start`` lines."""
         return any(line in got for got in list(self.lines)[start:])
 
+    def freeze_past_session(self, seconds: float, lost: str) -> int:
+        """Freeze it for ``seconds`` (past its session), thaw it, and wait until it prints
+        ``lost`` (it learnt it lost its partitions); how many lines it had printed then."""
+        before = len(self.lines)
+        self.pause()
+        time.sleep(seconds)
+        self.resume()
+        deadline = time.monotonic() + 60
+        while not self.printed_since(before, lost):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the thawed worker did not print {lost!r} within 60 s")
+            time.sleep(0.1)
+        return len(self.lines)
+
     def wait(self, timeout: float) -> int:
         """The exit code, once the worker ends by itself (burst mode); its output is then
         all in ``lines``."""

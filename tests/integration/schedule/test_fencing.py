@@ -53,16 +53,7 @@ def test_a_forwarder_frozen_past_its_session_is_fenced_and_forwards_nothing_twic
             what="forwarding under way",
         )
         assert sender.is_alive(), "the freeze comes mid-burst"
-        before = len(zombie.lines)
-        zombie.pause()
-        time.sleep(PAUSED_S)
-        zombie.resume()
-        wait_until(
-            lambda: zombie.printed_since(before, "lost levels"),
-            timeout=60,
-            what="the woken forwarder learning it lost its levels",
-        )
-        woken = len(zombie.lines)
+        woken = zombie.freeze_past_session(PAUSED_S, "lost levels")
         sender.join(120)
         read_committed(system_topics, topic, len(bodies), timeout=150)
         wait_until(

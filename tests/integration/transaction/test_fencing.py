@@ -81,16 +81,7 @@ def test_a_coordinator_frozen_past_its_session_is_fenced_and_commits_nothing_twi
             what="commits under way",
         )
         assert sender.is_alive(), "the freeze comes mid-stream"
-        before = len(zombie.lines)
-        zombie.pause()
-        time.sleep(PAUSED_S)
-        zombie.resume()
-        wait_until(
-            lambda: zombie.printed_since(before, "lost partitions"),
-            timeout=60,
-            what="the woken coordinator learning it lost its partitions",
-        )
-        woken = len(zombie.lines)
+        woken = zombie.freeze_past_session(PAUSED_S, "lost partitions")
         sender.join(120)
         read_committed(system_topics, topic, len(expected), timeout=150)
         wait_until(
