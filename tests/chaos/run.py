@@ -94,9 +94,9 @@ def run(
         dead = workers.dead()
         workers.stop()
     copies = _audit(bootstrap, history, topic, fifo_topic)
-    groups = {"push": topic, "simple": topic, "fifo": fifo_topic, "log": topic}
-    groups["log-fifo"] = fifo_topic
-    verdict = check(history, groups, redelivery_allowed=("push", "simple", "fifo"))
+    consumers = _consumer_groups(topic, fifo_topic)
+    groups = {**consumers, "log": topic, "log-fifo": fifo_topic}
+    verdict = check(history, groups, redelivery_allowed=tuple(consumers))
     text = report.text(history, verdict, minutes)
     if copies:
         text += "\nwritten twice (first 20):\n" + "".join(f"  {c}\n" for c in copies[:20])
@@ -123,10 +123,15 @@ def _segment(
         time.sleep(min(rng.uniform(*REST_S), max(0.0, deadline - time.monotonic())))
 
 
+def _consumer_groups(topic: str, fifo_topic: str) -> dict[str, str]:
+    """The workload's consumer groups (at least once each) and the topic each reads."""
+    return {"push": topic, "simple": topic, "fifo": fifo_topic}
+
+
 def _drain(history: History, workload: Workload, topic: str, fifo_topic: str) -> None:
     """Until every consumer group has every acknowledged message, or ``DRAIN_S``."""
     deadline = time.monotonic() + DRAIN_S
-    groups = {"push": topic, "simple": topic, "fifo": fifo_topic}
+    groups = _consumer_groups(topic, fifo_topic)
     while time.monotonic() < deadline:
         if not check(history, groups, redelivery_allowed=tuple(groups)).lost:
             return
