@@ -24,11 +24,15 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from adapter import naming
 from adapter.config import ENV_DELAY_LEVELS
+from adapter.exceptions import AdapterError
 from adapter.ops.cli import main as cli
+from adapter.wire import codec
+from adapter.wire.records import ScheduledMessage
 from tests.chaos import report
 from tests.chaos.checker import Verdict, check
-from tests.chaos.history import Delivery, Fault, History, Outcome
+from tests.chaos.history import Delivery, Fault, History, Kind, Outcome
 from tests.chaos.nemesis import FAULTS, Nemesis
 from tests.chaos.workers import Workers
 from tests.chaos.workload import Workload
@@ -94,12 +98,14 @@ def run(
         dead = workers.dead()
         workers.stop()
     copies = _audit(bootstrap, history, topic, fifo_topic)
+    stored, scheduled_twice = _stored_in_schedule(bootstrap, history)
     consumers = _consumer_groups(topic, fifo_topic)
     groups = {**consumers, "log": topic, "log-fifo": fifo_topic}
-    verdict = check(history, groups, redelivery_allowed=tuple(consumers))
+    verdict = check(history, groups, redelivery_allowed=tuple(consumers), stored=stored)
     text = report.text(history, verdict, minutes)
-    if copies:
-        text += "\nwritten twice (first 20):\n" + "".join(f"  {c}\n" for c in copies[:20])
+    for what, lines in (("written twice", copies), ("stored twice in SCHEDULE", scheduled_twice)):
+        if lines:
+            text += f"\n{what} (first 20):\n" + "".join(f"  {c}\n" for c in lines[:20])
     if dead:
         text += f"\nworkers that exited by themselves: {', '.join(dead)}\n"
     out.mkdir(parents=True, exist_ok=True)
@@ -165,6 +171,34 @@ def _audit(bootstrap: str, history: History, topic: str, fifo_topic: str) -> lis
             if len(at) > 1
         ]
     return copies
+
+
+def _stored_in_schedule(bootstrap: str, history: History) -> tuple[dict[str, int], list[str]]:
+    """How many times each delayed message and timer stored more than once was stored in
+    SCHEDULE, and where. A record stored twice by one produce call has the same partition,
+    value and headers at two offsets (a forwarder's hop of it differs: another hop due time),
+    and a send stamps its value with its own born time, so two sends of one message differ."""
+    scheduled = (Kind.DELAY, Kind.TIMER)
+    expected = sum(
+        1 for op in history.operations if op.kind in scheduled and op.outcome is Outcome.OK
+    )
+    places: dict[tuple[int, bytes, tuple[object, ...]], set[int]] = {}
+    for record in read_committed(bootstrap, naming.SCHEDULE_TOPIC, expected, timeout=120):
+        value = record.value() or b""
+        identity = (record.partition() or 0, value, tuple(record.headers() or ()))
+        places.setdefault(identity, set()).add(record.offset() or 0)
+    stored: dict[str, int] = {}
+    lines: list[str] = []
+    for (partition, value, _), offsets in sorted(places.items()):
+        if len(offsets) < 2:
+            continue
+        try:
+            key = codec.decode_as(ScheduledMessage, value).body.decode(errors="replace")
+        except AdapterError:
+            key = "(undecodable)"
+        stored[key] = stored.get(key, 0) + len(offsets)
+        lines.append(f"{key}: partition {partition}, offsets {sorted(offsets)}")
+    return stored, lines
 
 
 def main() -> None:

@@ -152,7 +152,7 @@ class Workload:
             try:
                 for msg in consumer.receive(16, 15):
                     # A delivery is the receipt: an ack that raised may still have been taken.
-                    key = bytes(msg.body).decode()
+                    key = (msg.body or b"").decode()
                     self.history.delivered(Delivery(key, time.monotonic(), "simple"))
                     consumer.ack(msg)
             except Exception as exc:  # noqa: BLE001 - a fault's error: try again

@@ -65,6 +65,14 @@ def test_a_plain_send_stored_twice_is_counted_but_a_delayed_message_twice_is_a_d
     assert verdict.duplicated == [("consumers", "d", 2), ("consumers", "t", 2)]
 
 
+def test_a_delayed_message_its_send_stored_twice_may_arrive_twice_but_not_three_times() -> None:
+    ops = [sent("d", kind=Kind.DELAY, due_s=0.0), sent("m", kind=Kind.TIMER, due_s=0.0)]
+    got = [("d", 1.0), ("d", 1.0), ("m", 1.0), ("m", 1.0), ("m", 1.0)]
+    verdict = check(history(ops, got), G, stored={"d": 2, "m": 2})
+    assert verdict.sent_twice == [("consumers", "d", 2)]
+    assert verdict.duplicated == [("consumers", "m", 3)]
+
+
 def test_a_message_of_unknown_outcome_may_arrive_and_is_counted_recovered() -> None:
     ops = [sent("a", Outcome.UNKNOWN), sent("b", Outcome.UNKNOWN)]
     verdict = check(history(ops, [("a", 1.0)]), G)
