@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from adapter.config import KafkaSettings
 from adapter.console.auth import Users
@@ -34,17 +35,27 @@ class ConsoleConfig:
     users: Users | None = None
     timeout_s: float = 10.0
     levels: DelayLevels = field(default_factory=DelayLevels.parse)
+    proxies: tuple[str, ...] = ()
+    """The proxies' metrics endpoints (``HOST:PORT``) the overview shows."""
+    index: Path | None = None
+    """The message index (``rmq-adapter spark index``) the message page answers from."""
 
     def __post_init__(self) -> None:
         require_auth_beyond_loopback(self.host, self.token, self.users)
+        for proxy in self.proxies:
+            parse_address(proxy, "--proxy", "127.0.0.1:9090")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
     """``host:port`` (``[::1]:8088`` for IPv6) as a host and a port (0: any free port)."""
+    return parse_address(text, "--listen", DEFAULT_LISTEN)
+
+
+def parse_address(text: str, option: str, example: str) -> tuple[str, int]:
     host, sep, port = text.strip().rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ConsoleConfigError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8088)")
+        raise ConsoleConfigError(f"{option} {text!r} is not HOST:PORT (e.g. {example})")
     return host, int(port)
 
 

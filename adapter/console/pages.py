@@ -18,21 +18,25 @@ from adapter import naming
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.console.config import ConsoleConfig
 from adapter.console.forms import Fields, FormError, one, required, reset_target
+from adapter.console.proxies import probe_all
 from adapter.kafka import clients
 from adapter.ops import lifecycle, status
+from adapter.ops.all_groups import AllGroups
 from adapter.ops.dead_letter_records import selected
 from adapter.ops.dead_letters import DeadLetters
 from adapter.ops.dlq_cli import render_outcome
 from adapter.ops.groups import EARLIEST, LATEST, GroupError, Groups
-from adapter.ops.groups_cli import render_plan
+from adapter.ops.groups_cli import model_of, render_plan
 from adapter.ops.message_cli import QUERY_HEADER, query_rows, window
+from adapter.ops.message_index import MessageIndex
 from adapter.ops.message_search import MessageSearch
-from adapter.ops.offset_reset import plan, totals
+from adapter.ops.offset_reset import totals
 from adapter.ops.options import parse_time
 from adapter.transaction import admin, admin_view
 
 Context = dict[str, Any]
 OVERVIEW_GROUPS = 50
+PROXY_TIMEOUT_S = 2.0
 WORKER_GROUPS = (naming.SCHEDULE_FORWARDER_GROUP, naming.TRANS_COORDINATOR_GROUP)
 
 
@@ -49,8 +53,8 @@ class Pages:
         self._conf = config.kafka.librdkafka({})
         self._timeout = config.timeout_s
 
-    def _groups(self) -> Groups:
-        return Groups(self._conf, self._timeout)
+    def _groups(self) -> AllGroups:
+        return AllGroups(self._conf, self._timeout)
 
     def overview(self, _query: Fields) -> Context:
         metadata = clients.reach(self._conf, self._timeout).topics
@@ -67,7 +71,7 @@ class Pages:
             topics.append((name, len(metadata[kafka_topic].partitions), kind))
         groups = self._groups()
         workers = []
-        rows = groups.rows()
+        rows, _ = groups.rows()
         present = {r.group for r in rows}
         for group in WORKER_GROUPS:
             if group in present:
@@ -84,7 +88,15 @@ class Pages:
                 continue
             lags.append((group_id, row.state, row.members, sum(q.lag for q in lag.queues)))
         online = sum(1 for w in workers if w[3])
-        return {"topics": topics, "workers": workers, "online": online, "lags": lags}
+        proxies = probe_all(self._config.proxies, min(self._timeout, PROXY_TIMEOUT_S))
+        return {
+            "topics": topics,
+            "workers": workers,
+            "online": online,
+            "lags": lags,
+            "proxies": proxies,
+            "proxies_ready": sum(1 for p in proxies if p.ready),
+        }
 
     def transactions(self, query: Fields) -> Context:
         group, topic = one(query, "group"), one(query, "topic")
@@ -133,7 +145,9 @@ class Pages:
 
     def _search(self, query: Fields) -> MessageSearch:
         begin_ms, end_ms = window(one(query, "begin"), one(query, "end"), self._clock.now_ms())
-        return MessageSearch(self._conf, begin_ms, end_ms, self._timeout)
+        index = self._config.index
+        found_by = None if index is None else MessageIndex(index)
+        return MessageSearch(self._conf, begin_ms, end_ms, self._timeout, found_by)
 
     def messages(self, query: Fields) -> Context:
         msg_id, topic = one(query, "id"), one(query, "topic")
@@ -158,8 +172,8 @@ class Pages:
         return context
 
     def groups(self, _query: Fields) -> Context:
-        rows = self._groups().rows()
-        return {"rows": [r for r in rows if not r.system]}
+        rows, note = self._groups().rows()
+        return {"rows": [(r, model_of(r)) for r in rows if not r.system], "note": note}
 
     def group(self, query: Fields) -> Context:
         group = required(query, "group", "a group")
@@ -168,10 +182,7 @@ class Pages:
     def reset(self, fields: Fields, *, execute: bool) -> Context:
         group = required(fields, "group", "a group")
         target = reset_target(fields)
-        groups = self._groups()
-        moves = plan(groups.queues(group, one(fields, "topic"), target), target)
-        if execute:
-            groups.execute(group, moves)
+        moves = self._groups().reset(group, one(fields, "topic"), target, execute=execute)
         return {
             "group": group,
             "moves": moves,
@@ -184,7 +195,7 @@ class Pages:
     def dlq_groups(self, _query: Fields) -> Context:
         metadata = clients.reach(self._conf, self._timeout).topics
         topics = sorted(t for t in metadata if naming.decode(t).startswith(naming.DLQ_PREFIX))
-        groups = self._groups()
+        groups = Groups(self._conf, self._timeout)
         partitions = groups.partitions(topics)
         ends, starts = groups.offsets(partitions, LATEST), groups.offsets(partitions, EARLIEST)
         counts: dict[str, int] = {}

@@ -4,7 +4,10 @@ Not a RocketMQ behaviour by itself: it plays the part of rocketmq-dashboard (see
 :mod:`adapter.console`). Every option also reads an ``RMQ_ADAPTER_*`` variable (``--help``
 names each), and its Kafka clients take the ``RMQ_ADAPTER_KAFKA_*`` settings. It listens on
 127.0.0.1 unless ``--listen`` says otherwise, and refuses any other address without ``--token``
-or ``--users``. Those three read ``RMQ_ADAPTER_CONSOLE_*``: the proxy's ``--listen`` and
+or ``--users``. The overview shows the proxies given with ``--proxy`` (their metrics ports, as
+rocketmq-dashboard lists its configured proxies), and the message page answers from the message
+index when ``--index`` is given. ``--listen``, ``--token``, ``--users`` and ``--proxy`` read
+``RMQ_ADAPTER_CONSOLE_*``: the proxy's ``--listen`` and
 ``--users`` read ``RMQ_ADAPTER_LISTEN`` and ``RMQ_ADAPTER_USERS``, and one environment may set
 both. The console is an install extra (``rmq-kafka-adapter[console]``); without it the command
 says what to install.
@@ -21,7 +24,7 @@ import click
 from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.exceptions import AdapterError
-from adapter.ops.options import bootstrap, delay_levels, option, timeout
+from adapter.ops.options import bootstrap, delay_levels, message_index, option, timeout
 
 __all__ = ["console_command"]
 
@@ -47,6 +50,15 @@ __all__ = ["console_command"]
     default=None,
     help="File of NAME:scrypt$SALT$HASH lines: HTTP Basic sign-in.",
 )
+@click.option(
+    "--proxy",
+    "proxies",
+    envvar="RMQ_ADAPTER_CONSOLE_PROXIES",
+    show_envvar=True,
+    multiple=True,
+    help="A proxy's metrics HOST:PORT, for the overview (repeat it; the variable: spaces).",
+)
+@message_index
 @delay_levels
 @timeout
 def console_command(
@@ -54,6 +66,8 @@ def console_command(
     listen: str,
     token: str | None,
     users: Path | None,
+    proxies: tuple[str, ...],
+    index: Path | None,
     delay_levels: str,
     timeout: float,
 ) -> None:
@@ -79,6 +93,8 @@ def console_command(
             users=None if users is None else Users.load(users),
             timeout_s=timeout,
             levels=DelayLevels.parse(delay_levels),
+            proxies=proxies,
+            index=index,
         )
         serve(config, workers.stop_on_termination, lambda line: click.echo(line))
     except AdapterError as exc:

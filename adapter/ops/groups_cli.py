@@ -6,36 +6,32 @@ prints its plan (per queue: from, to, messages skipped or replayed) and changes 
 ``--execute`` is given, so the same command line is first read, then run. The 5.x
 ``SimpleConsumer``'s groups, Kafka share groups, are listed, shown and reset beside the consumer
 groups (:mod:`adapter.ops.share_groups`): a name that is no consumer group's is looked up as a
-share group's.
+share group's (:mod:`adapter.ops.all_groups`).
 
-Known gaps: share groups are read over plaintext listeners only; elsewhere ``list`` says they
-are left out, and ``lag``/``reset`` of a name that is no consumer group say why no share group
-was looked up.
+Known gaps: those of :mod:`adapter.ops.all_groups`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
-from typing import TypeVar
 
 import click
 
 from adapter.config import KafkaSettings
-from adapter.ops.groups import GroupLag, GroupRow, Groups, NoGroupError
-from adapter.ops.offset_reset import Move, Target, TargetKind, plan, totals
+from adapter.ops.all_groups import AllGroups
+from adapter.ops.groups import GroupLag, GroupRow
+from adapter.ops.offset_reset import Move, Target, TargetKind, totals
 from adapter.ops.options import bootstrap, clear_errors, option, parse_time, plural, timeout
-from adapter.ops.share_groups import KIND, ShareGroups, ShareGroupsUnavailable
+from adapter.ops.share_groups import KIND
 from adapter.text_table import table
-
-T = TypeVar("T")
 
 
 def _utc(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
 
 
-def _model(row: GroupRow) -> str:
+def model_of(row: GroupRow) -> str:
+    """RocketMQ's message model of a group, or the share group of a 5.x SimpleConsumer."""
     if row.share:
         return KIND
     return "broadcasting" if row.instance else "clustering"
@@ -44,7 +40,7 @@ def _model(row: GroupRow) -> str:
 def render_list(rows: list[GroupRow], *, system: bool, note: str | None = None) -> str:
     shown = [r for r in rows if system or not r.system]
     lines = ["(no consumer groups)"] if not shown else []
-    body = [(r.group, r.instance or "-", _model(r), r.state, r.members) for r in shown]
+    body = [(r.group, r.instance or "-", model_of(r), r.state, r.members) for r in shown]
     if body:
         lines = table(("group", "instance", "model", "state", "members"), body, indent="")
     return "\n".join([*lines, *([note] if note else [])])
@@ -116,14 +112,8 @@ def groups_group() -> None:
 @clear_errors
 def groups_list(bootstrap: str, system: bool, timeout: float) -> None:
     """The consumer groups, their message model, state and members."""
-    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
-    groups = Groups(conf, timeout)
-    rows, note = groups.rows(), None
-    try:
-        rows = sorted([*rows, *ShareGroups(groups, conf, timeout).rows()], key=lambda r: r.group)
-    except ShareGroupsUnavailable as exc:
-        note = f"(share groups not listed: {exc})"
-    click.echo(render_list(rows, system=system, note=note))
+    rows, note = _all(bootstrap, timeout).rows()
+    click.echo(render_list(rows, system=system, note=note and f"({note})"))
 
 
 @groups_group.command("lag")
@@ -133,22 +123,11 @@ def groups_list(bootstrap: str, system: bool, timeout: float) -> None:
 @clear_errors
 def groups_lag(group: str, bootstrap: str, timeout: float) -> None:
     """GROUP's members, and per queue its end and committed offsets and the lag between."""
-    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
-    groups = Groups(conf, timeout)
-    try:
-        lag = groups.lag(group)
-    except NoGroupError as exc:
-        lag = _as_share(exc, lambda: ShareGroups(groups, conf, timeout).lag(group))
-    click.echo(render_lag(lag))
+    click.echo(render_lag(_all(bootstrap, timeout).lag(group)))
 
 
-def _as_share(missing: NoGroupError, call: Callable[[], T]) -> T:
-    """``call`` on share groups, once a name is no consumer group's; if share groups cannot be
-    read here, the consumer group's error, saying why no share group was looked for."""
-    try:
-        return call()
-    except ShareGroupsUnavailable as exc:
-        raise NoGroupError(f"{missing}; no share group looked up: {exc}") from exc
+def _all(bootstrap: str, timeout: float) -> AllGroups:
+    return AllGroups(KafkaSettings.from_env(bootstrap).librdkafka({}), timeout)
 
 
 @groups_group.command("reset")
@@ -177,15 +156,5 @@ def groups_reset(
 ) -> None:
     """Move GROUP's committed offsets: print the plan, and with --execute, do it."""
     target = target_of(to_time, to_offset, to_earliest, to_latest)
-    conf = KafkaSettings.from_env(bootstrap).librdkafka({})
-    groups = Groups(conf, timeout)
-    runner: Groups | ShareGroups = groups
-    try:
-        queues = groups.queues(group, topic, target)
-    except NoGroupError as exc:
-        runner = ShareGroups(groups, conf, timeout)
-        queues = _as_share(exc, lambda: runner.queues(group, topic, target))
-    moves = plan(queues, target)
-    if execute:
-        runner.execute(group, moves)
+    moves = _all(bootstrap, timeout).reset(group, topic, target, execute=execute)
     click.echo(render_plan(group, target, moves, executed=execute))

@@ -25,24 +25,22 @@ from adapter.clock import SYSTEM_CLOCK
 from adapter.config import KafkaSettings
 from adapter.kafka.reading import header_text
 from adapter.ops import lifecycle
-from adapter.ops.message_index import ENV_INDEX, MessageIndex
+from adapter.ops.message_index import MessageIndex
 from adapter.ops.message_search import MessageSearch, place_of, stored_at
-from adapter.ops.options import bootstrap, clear_errors, parse_time, plural, timeout
+from adapter.ops.options import (
+    bootstrap,
+    clear_errors,
+    message_index,
+    parse_time,
+    plural,
+    timeout,
+)
 from adapter.text_table import table
 
 DEFAULT_WINDOW_MS = 24 * 3600 * 1000
 
 _begin = click.option("--begin", default=None, help="Window start (default: 24 hours ago).")
 _end = click.option("--end", default=None, help="Window end (default: now).")
-_index = click.option(
-    "--index",
-    "index",
-    default=None,
-    envvar=ENV_INDEX,
-    show_envvar=True,
-    type=click.Path(path_type=Path),
-    help="The message index (Delta table of `rmq-adapter spark index`) to answer from.",
-)
 
 
 def window(begin: str | None, end: str | None, now_ms: int) -> tuple[int, int]:
@@ -91,7 +89,7 @@ def message_group() -> None:
 @click.option("--topic", "topics", multiple=True, help="Also look for its delivery here.")
 @_begin
 @_end
-@_index
+@message_index
 @timeout
 @clear_errors
 def message_show(
@@ -120,7 +118,7 @@ def message_show(
 @bootstrap
 @_begin
 @_end
-@_index
+@message_index
 @timeout
 @clear_errors
 def message_query(

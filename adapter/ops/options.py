@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -20,6 +21,7 @@ from confluent_kafka import KafkaException
 
 from adapter.delay import DEFAULT_LEVELS
 from adapter.exceptions import AdapterError
+from adapter.ops.message_index import ENV_INDEX
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +62,15 @@ timeout = option(
     type=click.FloatRange(min=0.1),
     default=10.0,
     help="Seconds to wait for Kafka before failing.",
+)
+message_index = click.option(
+    "--index",
+    "index",
+    default=None,
+    envvar=ENV_INDEX,
+    show_envvar=True,
+    type=click.Path(path_type=Path),
+    help="The message index (Delta table of `rmq-adapter spark index`) to answer from.",
 )
 metrics_host = option(
     "--metrics-host",

@@ -3,7 +3,8 @@
 Reproduces the request metrics of RocketMQ's proxy (``rocketmq_rpc_latency`` by protocol,
 method and response code) as ``rmq_proxy_rpcs_total{method,code}`` and
 ``rmq_proxy_rpc_seconds{method}``, plus the live Telemetry sessions and the check-backs
-handed to clients. Labels never carry an access key or anything a client sent but the method.
+handed to clients, and ``rmq_proxy_info{endpoint}``: the address clients call (the console's
+overview shows it). Labels never carry an access key or anything a client sent but the method.
 
 Known gaps: none.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from adapter.proxy.codes import code_name
 
@@ -52,6 +53,11 @@ class ProxyMetrics:
             ["type"],
             registry=registry,
         )
+
+        self.info = Info("rmq_proxy", "Where this proxy serves clients.", registry=registry)
+
+    def serving(self, endpoint: str) -> None:
+        self.info.info({"endpoint": endpoint})
 
     def answered(self, method: str, code: int, seconds: float) -> None:
         self.rpcs.labels(method, code_name(code)).inc()

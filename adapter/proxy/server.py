@@ -190,6 +190,7 @@ class ProxyServer:
                 executor.shutdown(wait=False)
                 raise
             self.serving.set()
+            self.metrics.serving(str(self.address))
             log.info(
                 "proxy serving RocketMQ 5.x gRPC (%s) on %s, Kafka at %s; %s",
                 "plaintext only" if front is None else "TLS and plaintext",

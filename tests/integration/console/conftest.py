@@ -22,6 +22,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.integration.proxy.conftest import RunningProxy, launch
 from tests.support import unique
 from tests.workers import ProcessWorker
 
@@ -70,16 +71,24 @@ class Console:
 
 
 @pytest.fixture(scope="module")
-def console_process(system_topics: str) -> Iterator[tuple[str, str]]:
-    """``rmq-adapter console`` on a free loopback port, with a token; its URL and token."""
+def console_proxy(system_topics: str) -> Iterator[RunningProxy]:
+    """A proxy the console is told of (``--proxy``)."""
+    proxy = launch(system_topics)
+    try:
+        yield proxy
+    finally:
+        assert proxy.terminate(30) == 0, proxy.output()[-2000:]
+
+
+@pytest.fixture(scope="module")
+def console_process(system_topics: str, console_proxy: RunningProxy) -> Iterator[tuple[str, str]]:
+    """``rmq-adapter console`` on a free loopback port, with a token and the proxy; its URL and
+    token."""
     token = unique("token")
     process = ProcessWorker(
         "adapter",
-        "console",
-        "--bootstrap",
-        system_topics,
-        "--listen",
-        "127.0.0.1:0",
+        *("console", "--bootstrap", system_topics, "--listen", "127.0.0.1:0"),
+        *("--proxy", console_proxy.metrics.removeprefix("http://")),
         env={"RMQ_ADAPTER_CONSOLE_TOKEN": token},
     )
     try:

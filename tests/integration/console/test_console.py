@@ -18,8 +18,13 @@ from selenium.webdriver.support.ui import Select
 
 from adapter.client import Message, TransactionStatus
 from adapter.ops.cli import main as cli
+from adapter.v5 import FilterExpression
+from adapter.v5 import Message as V5Message
 from tests.integration.console.conftest import Console
 from tests.integration.ops.test_dlq import consumed_once_each, dead_lettered  # noqa: F401
+from tests.integration.proxy.conftest import RunningProxy
+from tests.integration.v5.conftest import MakeSimpleConsumer, MakeV5Producer
+from tests.integration.v5.conftest import make_simple_consumer as make_simple_consumer
 from tests.support import Recorder, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -178,8 +183,9 @@ def test_an_action_without_the_token_or_without_its_csrf_token_is_refused(
     assert "--token T or --users FILE" in refused.output
 
 
-def test_the_overview_shows_the_workers_and_the_delays_page_each_level(
-    console: Console, start_coordinator: Callable[..., Any], start_forwarder: Callable[..., Any],
+def test_the_overview_shows_the_workers_the_proxies_and_the_delays_page_each_level(
+    console: Console, console_proxy: RunningProxy,
+    start_coordinator: Callable[..., Any], start_forwarder: Callable[..., Any],
     make_producer: Callable[..., Any], new_topic: Callable[..., str],
 ) -> None:  # fmt: skip
     start_coordinator()
@@ -200,9 +206,43 @@ def test_the_overview_shows_the_workers_and_the_delays_page_each_level(
 
     wait_until(both_online, timeout=60, interval=0.5, what="both workers online")
     assert topic in console.text("topics")
+    [proxy_row] = console.text("proxies").splitlines()[1:]
+    assert proxy_row.startswith(f"{console_proxy.metrics.removeprefix('http://')} ready ")
+    assert f" {console_proxy.endpoint} " in proxy_row, "the address its clients call"
     console.shoot("overview")
     console.open("/delays")
     assert console.text("levels")
     console.shoot("delays")
     console.open("/groups")
     console.shoot("groups")
+
+
+def test_a_simple_consumer_s_share_group_is_listed_with_its_lag(
+    console: Console, make_v5_producer: MakeV5Producer,
+    make_simple_consumer: MakeSimpleConsumer, new_topic: Callable[..., str],
+) -> None:  # fmt: skip
+    topic, group = new_topic(1, "Shared"), unique("GID_simple")
+    producer = make_v5_producer()
+    for n in range(3):
+        message = V5Message()
+        message.topic, message.body = topic, f"m{n}".encode()
+        producer.send(message)
+    consumer = make_simple_consumer(group, {topic: FilterExpression()}, await_duration=0.5)
+    got: list[V5Message] = []
+    wait_until(lambda: got.extend(consumer.receive(1, 10)) or got, timeout=30, what="one")
+    consumer.ack(got[0])
+
+    def listed() -> bool:
+        console.open("/groups")
+        return f"{group} - simple (share group)" in console.text("groups")
+
+    wait_until(listed, timeout=30, interval=0.5, what="the share group listed")
+    console.browser.find_element(By.LINK_TEXT, group).click()
+
+    def lagging_by_two() -> bool:
+        console.open(f"/groups/lag?group={group}")
+        queues = console.text("queues")
+        return "start offset" in queues.lower() and f"{topic}[0] 3 1 2" in queues
+
+    wait_until(lagging_by_two, timeout=30, interval=0.5, what="a lag of the two not acked")
+    assert "a 5.x SimpleConsumer's share group" in console.text("state")

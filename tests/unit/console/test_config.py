@@ -46,3 +46,8 @@ def test_any_other_bind_needs_a_token_or_users(host: str) -> None:
 
 def test_loopback_needs_no_auth() -> None:
     assert ConsoleConfig(KAFKA, "127.0.0.1", 8088).token is None
+
+
+def test_a_proxy_that_is_not_host_and_port_is_refused_at_start() -> None:
+    with pytest.raises(ConsoleConfigError, match="--proxy 'proxy-1' is not HOST:PORT"):
+        ConsoleConfig(KAFKA, "127.0.0.1", 8088, proxies=("127.0.0.1:9090", "proxy-1"))
