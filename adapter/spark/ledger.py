@@ -120,6 +120,12 @@ def batch_rows(entries: DataFrame, batch_id: int) -> DataFrame:
     )
 
 
+ONE_FILE_ROWS = 100_000
+"""A batch of at most this many rows goes into the ledger as one file (a 500 ms trigger's
+batches hold a few to a few thousand); a larger one, a backlog caught up, is written in
+parallel."""
+
+
 def merge_into_ledger(spark: SparkSession, path: Path, entries: DataFrame) -> tuple[int, int]:
     """Insert the ``entries`` whose ``msg_id`` is not in the ledger yet; ``entries`` must hold
     one row per ``msg_id``. Returns (rows inserted, rows of the batch already present).
@@ -127,10 +133,15 @@ def merge_into_ledger(spark: SparkSession, path: Path, entries: DataFrame) -> tu
     An insert-only MERGE reports only the rows it inserted (and commits nothing when there
     are none), so the rows already present are the batch's rows less those. The batch is
     checkpointed locally first (read from its source once: counting it again would read the
-    Kafka records twice, and the query would report them twice), then counted and merged."""
+    Kafka records twice, and the query would report them twice), then counted and merged. A
+    batch of up to :data:`ONE_FILE_ROWS` rows is written as one file, not one per shuffle
+    partition: the ledger then gathers the files that auto-compaction folds together half as
+    fast, and each MERGE opens fewer."""
     ledger = DeltaTable.forPath(spark, str(path.resolve()))
     frozen = entries.localCheckpoint(eager=True)
     size = frozen.count()
+    if size <= ONE_FILE_ROWS:
+        frozen = frozen.coalesce(1)
     metrics = (
         ledger.alias("ledger")
         .merge(frozen.alias("entry"), "ledger.msg_id = entry.msg_id")

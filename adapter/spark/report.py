@@ -11,14 +11,19 @@ names its sample count and value, a zero is drawn as a visible mark, and the pay
 first MERGE into a ledger that already held rows are marked when they were slow (cold code
 paths of the JVM: seconds, once per job).
 
-Known gaps: ``credited_at`` is taken when the batch's MERGE starts, so commit-to-ledger here is
-short of the time until the rows are readable by the MERGE's own duration; ``bench/spark.py``
-measures the full time from the producer's commit to the MERGE's return.
+A streaming job that knows when each batch's MERGE returned (its ``BatchOutcome.merged_at``,
+as the demo does) gives those times to :func:`commit_to_ledger`, which then measures until the
+rows were readable in the ledger.
+
+Known gaps: without those times, ``credited_at`` (when the batch began) stands in, short of the
+time until the rows are readable by the batch's own duration; ``bench/spark.py`` measures the
+full time from the producer's commit to the MERGE's return.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,21 +84,28 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def commit_to_ledger(spark: SparkSession, table: Path) -> tuple[list[float], list[int]]:
-    """credited_at - committed_at of each credited row, in ms, ordered by commit time; and the
+def commit_to_ledger(
+    spark: SparkSession, table: Path, merged_ms: Mapping[int, float] | None = None
+) -> tuple[list[float], list[int]]:
+    """Per credited row, in ms, ordered by commit time: from committed_at to when its batch's
+    MERGE returned (``merged_ms``: batch id -> epoch ms), or else to its credited_at; and the
     ledger batch of each."""
     rows = (
         ledger.ledger_rows(spark, table)
         .where(F.col("status") == ledger.CREDITED)
         .select(
-            (F.unix_micros("credited_at") / 1000 - F.unix_millis("committed_at")).alias("ms"),
+            (F.unix_micros("credited_at") / 1000).alias("credited_ms"),
+            F.unix_millis("committed_at").alias("committed_ms"),
             "batch_id",
-            "committed_at",
         )
         .orderBy("committed_at")
         .collect()
     )
-    return [float(r["ms"]) for r in rows], [int(r["batch_id"]) for r in rows]
+    merged = merged_ms or {}
+    latency = [
+        float(merged.get(int(r["batch_id"]), r["credited_ms"]) - r["committed_ms"]) for r in rows
+    ]
+    return latency, [int(r["batch_id"]) for r in rows]
 
 
 def commit_to_ledger_ms(spark: SparkSession, table: Path) -> list[float]:
