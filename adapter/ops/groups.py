@@ -25,7 +25,7 @@ listeners only (:mod:`adapter.ops.share_groups`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,17 +252,30 @@ class Groups:
             "stop its consumers first; Kafka refuses a reset while they run, and they would "
             "commit over it",
         )
-        if topic is not None:
-            kafka_topics = [naming.kafka_topic(topic)]
-        else:
-            kafka_topics = sorted({t for t, _ in committed})
+        kafka_topics = sorted({t for t, _ in committed})
+        return self.reset_queues(
+            f"group {group_id!r}",
+            kafka_topics if topic is None else [naming.kafka_topic(topic)],
+            target,
+            lambda key, _end: committed.get(key),
+            missing="no committed offsets" if topic is None else f"topic {topic!r} does not exist",
+        )
+
+    def reset_queues(
+        self,
+        who: str,
+        kafka_topics: Sequence[str],
+        target: Target,
+        progress: Callable[[tuple[str, int], int], int | None],
+        *,
+        missing: str,
+    ) -> list[Queue]:
+        """The queues of ``kafka_topics`` a reset of ``who`` moves: each with its earliest and
+        end offsets, the group's ``progress`` (given the queue and its end) and, for a reset to
+        a time, the offset of that time; ``missing`` says why there are none."""
         partitions = self.partitions(kafka_topics)
         if not partitions:
-            what = f"topic {topic!r}" if topic else "no committed offsets"
-            raise GroupError(
-                f"nothing to reset for group {group_id!r}: {what}"
-                + (" does not exist" if topic else "")
-            )
+            raise GroupError(f"nothing to reset for {who}: {missing}")
         earliest = self.offsets(partitions, EARLIEST)
         ends = self.offsets(partitions, LATEST)
         at_time: dict[tuple[str, int], int] = {}
@@ -274,7 +287,7 @@ class Groups:
                 tp.partition,
                 earliest[key],
                 ends[key],
-                committed.get(key),
+                progress(key, ends[key]),
                 at_time.get(key) if at_time.get(key, -1) >= 0 else None,
             )
             for tp in partitions

@@ -27,7 +27,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from adapter import naming
 from adapter.exceptions import AdapterError, KafkaUnavailableError
@@ -45,7 +44,7 @@ from adapter.ops.groups import (
     dead_letter_topic,
     refuse_while_live,
 )
-from adapter.ops.offset_reset import Move, Queue, Target, TargetKind
+from adapter.ops.offset_reset import Move, Queue, Target
 
 log = logging.getLogger(__name__)
 
@@ -310,18 +309,14 @@ class ShareGroups:
         return about, starts[group_id]
 
     def _queues(
-        self,
-        topics: Sequence[str],
-        starts: Sequence[wire.StartOffset],
-        extra: OffsetSpec | None = None,
-    ) -> list[tuple[TopicPartition, int, int, wire.StartOffset | None, int | None]]:
+        self, topics: Sequence[str], starts: Sequence[wire.StartOffset]
+    ) -> list[tuple[TopicPartition, int, int, wire.StartOffset | None]]:
         partitions = self._groups.partitions(sorted(set(topics)))
         earliest = self._groups.offsets(partitions, EARLIEST)
         ends = self._groups.offsets(partitions, LATEST)
-        at = self._groups.offsets(partitions, extra) if extra is not None else {}
         by_key = {(s.topic, s.partition): s for s in starts}
         return [
-            (tp, earliest[key], ends[key], by_key.get(key), at.get(key))
+            (tp, earliest[key], ends[key], by_key.get(key))
             for tp in partitions
             for key in [(tp.topic, tp.partition)]
         ]
@@ -338,7 +333,7 @@ class ShareGroups:
         ]
         topics = {t for m in about.members for t, _ in m.assignment} | {s.topic for s in starts}
         queues = []
-        for tp, earliest, end, start, _ in self._queues(sorted(topics), starts):
+        for tp, earliest, end, start in self._queues(sorted(topics), starts):
             spso = start.start_offset if start is not None and start.start_offset >= 0 else None
             reported = start.lag if start is not None and start.lag >= 0 else None
             queues.append(Lag(naming.decode(tp.topic), tp.partition, earliest, end, spso, reported))
@@ -354,25 +349,14 @@ class ShareGroups:
             "stop its SimpleConsumers first; Kafka alters a share group's start offsets only "
             "while it is empty",
         )
-        topics = (
-            [naming.kafka_topic(topic)] if topic is not None else sorted({s.topic for s in starts})
+        by_key = {(s.topic, s.partition): s for s in starts}
+        return self._groups.reset_queues(
+            f"share group {group_id!r}",
+            [naming.kafka_topic(topic)] if topic else sorted({s.topic for s in starts}),
+            target,
+            lambda key, end: position(by_key.get(key), end),
+            missing="no start offsets" if topic is None else f"topic {topic!r} does not exist",
         )
-        spec = OffsetSpec.for_timestamp(target.value) if target.kind is TargetKind.TIME else None
-        found = self._queues(topics, starts, spec)
-        if not found:
-            what = f"topic {topic!r} does not exist" if topic else "no start offsets"
-            raise GroupError(f"nothing to reset for share group {group_id!r}: {what}")
-        return [
-            Queue(
-                naming.decode(tp.topic),
-                tp.partition,
-                earliest,
-                end,
-                position(start, end),
-                at if at is not None and at >= 0 else None,
-            )
-            for tp, earliest, end, start, at in found
-        ]
 
     def execute(self, group_id: str, moves: Sequence[Move]) -> None:
         offsets = [(naming.kafka_topic(m.topic), m.partition, m.to) for m in moves]
