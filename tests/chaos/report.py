@@ -24,7 +24,7 @@ def text(history: History, verdict: Verdict, minutes: float) -> str:
         ("out of order", len(verdict.out_of_order)),
         ("recovered (unknown outcome, delivered)", len(verdict.recovered)),
         ("redelivered to an at-least-once group", len(verdict.redelivered)),
-        ("plain sends stored twice (at least once, as RocketMQ's)", len(verdict.sent_twice)),
+        ("sends stored twice (at least once, as RocketMQ's)", len(verdict.sent_twice)),
     ]
     lines = [
         f"chaos run: {minutes:g} minutes, {len(history.faults)} faults; "

@@ -97,6 +97,7 @@ def run(
         workload.close()
         dead = workers.dead()
         workers.stop()
+        workers.save(out / "workers")
     copies = _audit(bootstrap, history, topic, fifo_topic)
     stored, scheduled_twice = _stored_in_schedule(bootstrap, history)
     consumers = _consumer_groups(topic, fifo_topic)

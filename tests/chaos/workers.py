@@ -8,6 +8,7 @@ import itertools
 import logging
 import random
 from collections.abc import Mapping
+from pathlib import Path
 
 from tests.workers import ProcessWorker
 
@@ -23,6 +24,8 @@ class Workers:
         self._env = dict(env)
         self._serial = itertools.count(1)
         self.running: dict[str, ProcessWorker] = {}
+        self.started: dict[str, ProcessWorker] = {}
+        """Every worker of the run, the killed ones too: their output is kept (:meth:`save`)."""
         self._killed: list[str] = []
         self._paused: set[str] = set()
         try:
@@ -35,7 +38,7 @@ class Workers:
 
     def _start(self, kind: str) -> str:
         name = f"{kind}-{next(self._serial)}"
-        worker = self.running[name] = ProcessWorker(
+        worker = self.running[name] = self.started[name] = ProcessWorker(
             "adapter",
             *("--log-level", "INFO", "worker", KINDS[kind], "--bootstrap", self._bootstrap),
             *("--worker-id", f"chaos-{name}"),
@@ -86,3 +89,10 @@ class Workers:
                     worker.kill()
                 codes[name] = -9
         return codes
+
+    def save(self, directory: Path) -> None:
+        """Each worker's output as ``<name>.log`` in ``directory``: what a stall or a failure
+        of the run is diagnosed from."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, worker in self.started.items():
+            (directory / f"{name}.log").write_text("".join(worker.lines))
