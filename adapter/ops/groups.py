@@ -252,10 +252,9 @@ class Groups:
             "stop its consumers first; Kafka refuses a reset while they run, and they would "
             "commit over it",
         )
-        kafka_topics = sorted({t for t, _ in committed})
         return self.reset_queues(
             f"group {group_id!r}",
-            kafka_topics if topic is None else [naming.kafka_topic(topic)],
+            sorted({t for t, _ in committed}) if topic is None else [naming.kafka_topic(topic)],
             target,
             lambda key, _end: committed.get(key),
             missing="no committed offsets" if topic is None else f"topic {topic!r} does not exist",

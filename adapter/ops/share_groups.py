@@ -352,7 +352,7 @@ class ShareGroups:
         by_key = {(s.topic, s.partition): s for s in starts}
         return self._groups.reset_queues(
             f"share group {group_id!r}",
-            [naming.kafka_topic(topic)] if topic else sorted({s.topic for s in starts}),
+            sorted({s.topic for s in starts}) if topic is None else [naming.kafka_topic(topic)],
             target,
             lambda key, end: position(by_key.get(key), end),
             missing="no start offsets" if topic is None else f"topic {topic!r} does not exist",
