@@ -17,12 +17,15 @@ SASL/SCRAM-SHA-512 over TLS with a certificate for 127.0.0.1 signed by a CA made
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import docker.errors
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
@@ -30,6 +33,8 @@ from adapter.kafka import clients
 from adapter.ops import broker as local_broker
 from tests.brokers import TEST_LABEL, kafka_env, kafka_image
 from tests.support import wait_until
+
+log = logging.getLogger(__name__)
 
 _EPOCH = re.compile(r"\bepoch=(\d+)")
 _LEADER = re.compile(r"\bleader=(\d+)")
@@ -122,6 +127,21 @@ def node_env(node_id: int, ports: list[tuple[int, int]]) -> dict[str, str]:
     return kafka_env(settings, cluster_id="rmqkafkaclusterAAAAAA", heap="-Xmx512m -Xms192m")
 
 
+def _again(call: Callable[[], object], what: str, tries: int = 5) -> None:
+    """``call()``, asked again after a failure of the container runtime, ``tries`` times."""
+    for attempt in range(1, tries + 1):
+        try:
+            call()
+            return
+        except docker.errors.APIError:
+            if attempt == tries:
+                raise
+            log.warning(
+                "container %s failed (attempt %d of %d); again in 1 s", what, attempt, tries
+            )
+            time.sleep(1.0)
+
+
 @dataclass
 class Node:
     node_id: int
@@ -159,10 +179,13 @@ class Node:
         self._wrapped().start()
 
     def pause(self) -> None:
-        self._wrapped().pause()
+        """Freeze the broker (SIGSTOP through the cgroup freezer). runc's freeze fails now and
+        then on this machine ("runc pause ... exit status 1", once in a CI run's first seconds):
+        it is asked again, up to 5 times."""
+        _again(self._wrapped().pause, "pause")
 
     def unpause(self) -> None:
-        self._wrapped().unpause()
+        _again(self._wrapped().unpause, "unpause")
 
     def remove(self) -> None:
         with contextlib.suppress(Exception):

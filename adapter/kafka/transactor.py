@@ -12,6 +12,16 @@ reached the coordinator before the client gave up. That outcome is not known to 
 producer dropped in a transaction leaves the transactor :attr:`Transactor.in_doubt` until the
 worker has read its positions back from Kafka.
 
+A producer whose ``init_transactions`` did not finish (Kafka away) is kept and its
+initialisation resumed on the next turn, never replaced: librdkafka goes on initialising an
+abandoned one in the background, and when it got its producer id late it fenced the producer
+that had replaced it (seen in a rolling restart). A fence is never the end of a worker: the
+coordinator fences a producer whose transaction outlived ``transaction.timeout.ms`` (a broker
+away mid-turn), so does a late initialisation, and so does another live worker given the same
+worker id by mistake. Each fence costs a new producer; fences again within a minute wait 1 s,
+2 s, 4 s ... up to 30 s first and are logged as errors, naming the possible twin. Other fatal
+errors twice within a minute (Kafka refusing the id for good) raise :class:`Fenced`.
+
 Known gaps: a call abandoned by the watchdog keeps its thread until librdkafka returns.
 """
 
@@ -38,11 +48,13 @@ T = TypeVar("T")
 WATCHDOG_GRACE_S = 5.0
 """How long past its own timeout a librdkafka call may take before it counts as stuck."""
 FENCED_AGAIN_S = 60.0
-"""A second fatal producer error within this long stops the worker (its id is taken)."""
+"""Fatal producer errors this close together count as repeated."""
+FENCE_BACKOFF_MAX_S = 30.0
+"""The longest wait before a new producer after repeated fences."""
 
 
 class Fenced(AdapterError):
-    """Another worker took over this worker's transactional id, or Kafka refuses it for good."""
+    """Kafka refuses this worker's transactional id for good (a fatal error, twice in a row)."""
 
     kind = "fenced"
 
@@ -85,6 +97,11 @@ def _dispose(producer: Producer) -> None:
         log.debug("a replaced producer refused to be flushed: %s", exc)
 
 
+def _dispose_later(producer: Producer) -> None:
+    """:func:`_dispose` on a thread of its own: the producer may be stuck."""
+    threading.Thread(target=_dispose, args=(producer,), name="dispose", daemon=True).start()
+
+
 def _retriable(exc: BaseException) -> bool:
     if not isinstance(exc, KafkaException):
         return False
@@ -107,7 +124,13 @@ class Transactor:
     """A producer was dropped in a transaction (a commit timed out, a call stuck): it may have
     committed. The worker reads its committed positions again, then calls :meth:`settled`."""
     _producer: Producer | None = None
+    _starting: tuple[Producer, clients.LibrdkafkaLog, dict[str, Any]] | None = None
+    """A producer whose ``init_transactions`` has not finished yet: resumed, never replaced."""
     _last_fatal: float | None = None
+    _fences: int = 0
+    """Fences in a row, each within a minute of the one before."""
+    _resume_at: float = 0.0
+    """Monotonic time before which no new producer starts (after repeated fences)."""
 
     @property
     def producer(self) -> Producer:
@@ -122,9 +145,16 @@ class Transactor:
         return self.producer
 
     def _new_producer(self) -> Producer:
-        conf = self.settings()
-        log = clients.LibrdkafkaLog()
-        producer = clients.producer(conf, log)
+        """A producer with its transactions initialised: the one still initialising, if any
+        (see the module's docstring), else a new one once any wait after fences is over."""
+        pause = self._resume_at - SYSTEM_CLOCK.monotonic()
+        if pause > 0 and self._starting is None:
+            self.stopping.wait(pause)
+        if self._starting is None:
+            conf = self.settings()
+            log = clients.LibrdkafkaLog()
+            self._starting = (clients.producer(conf, log), log, conf)
+        producer, log, conf = self._starting
 
         def init() -> None:
             if self.stopping.is_set():
@@ -140,12 +170,22 @@ class Transactor:
             )(init)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
-            self._on_fatal(error)
             if not error.retriable():
+                self._abandon_starting()
+                self._on_fatal(error)
                 raise
             producer.poll(0)  # serve the log lines that say why
             raise clients.unavailable(conf, log.last_error or error.str(), self.timeout_s) from exc
+        except Stuck:
+            self._abandon_starting()  # a second init_transactions would conflict with it
+            raise
+        self._starting = None
         return producer
+
+    def _abandon_starting(self) -> None:
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            _dispose_later(starting[0])
 
     @property
     def started(self) -> bool:
@@ -257,13 +297,14 @@ class Transactor:
         self.in_doubt |= self.in_transaction
         self.in_transaction = False
         if producer is not None:
-            threading.Thread(target=_dispose, args=(producer,), name="dispose", daemon=True).start()
+            _dispose_later(producer)
 
     def settled(self) -> None:
         """The worker has read back what the dropped producer's transaction left in Kafka."""
         self.in_doubt = False
 
     def close(self) -> None:
+        self._abandon_starting()
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
@@ -272,18 +313,32 @@ class Transactor:
                 self.log.warning("producer not closed cleanly: %s", exc)
 
     def _on_fatal(self, error: KafkaError | None) -> None:
-        """A fatal producer error (fenced: a newer producer with this transactional id, or the
-        broker ended our transaction for good): start a new producer. A second one within a
-        minute means another live worker holds this id: :class:`Fenced`."""
+        """A fatal producer error: the next turn starts a new producer. A fence waits longer
+        each time it repeats within a minute; another fatal error twice within a minute raises
+        :class:`Fenced` (see the module's docstring)."""
         if error is None or not error.fatal():
             return
         self.drop()
         now = SYSTEM_CLOCK.monotonic()
-        if self._last_fatal is not None and now - self._last_fatal < FENCED_AGAIN_S:
-            raise Fenced(
-                f"this worker can no longer commit ({error.str()}), twice within "
-                f"{FENCED_AGAIN_S:.0f} s: another live worker has the same worker id, or Kafka "
-                "refuses this transactional id"
-            )
+        again = self._last_fatal is not None and now - self._last_fatal < FENCED_AGAIN_S
         self._last_fatal = now
-        self.log.warning("producer fenced (%s); a new producer takes over", error.str())
+        if error.code() != KafkaError._FENCED:
+            if again:
+                raise Fenced(
+                    f"this worker can no longer commit ({error.str()}), twice within "
+                    f"{FENCED_AGAIN_S:.0f} s: Kafka refuses its transactional id"
+                )
+            self.log.warning("producer failed for good (%s); a new producer takes over", error)
+            return
+        self._fences = self._fences + 1 if again else 1
+        if self._fences == 1:
+            self.log.warning("producer fenced (%s); a new producer takes over", error.str())
+            return
+        pause = min(FENCE_BACKOFF_MAX_S, 2.0 ** (self._fences - 2))
+        self._resume_at = now + pause
+        self.log.error(
+            "producer fenced %d times in a row within a minute (%s): a transaction open past "
+            "its timeout or a late initialisation fences a producer, and so does another live "
+            "worker with the same worker id; a new producer in %.0f s",
+            self._fences, error.str(), pause,
+        )  # fmt: skip

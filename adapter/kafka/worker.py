@@ -193,7 +193,7 @@ class ExactlyOnceWorker(ABC, Generic[C]):
                     self.tx.open()  # the first turn fences earlier instances
                     moved = self.run_once()
                 except (Fenced, TopicLayoutError):
-                    raise  # another live worker holds this id; the topics break the layout
+                    raise  # Kafka refuses this id for good; the topics break the layout
                 except (KafkaException, AdapterError) as exc:
                     self.failures.failed(f"{self.name} turn (Kafka at {self.bootstrap})", exc)
                     self.last_turn_at = self.clock.monotonic()

@@ -8,7 +8,8 @@ import threading
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from adapter.kafka.transactor import Stuck, Transactor, within
+from adapter.clock import SYSTEM_CLOCK
+from adapter.kafka.transactor import Fenced, Stuck, Transactor, within
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -77,3 +78,33 @@ def test_a_call_that_overstays_its_deadline_is_abandoned_as_stuck() -> None:
     with pytest.raises(Stuck, match="send_offsets_to_transaction did not return within 0.2 s"):
         within(0.2, "send_offsets_to_transaction", lambda: forever.wait(30))
     forever.set()
+
+
+# -- fatal errors ------------------------------------------------------------------------
+
+
+def fatal(code: int) -> KafkaError:
+    return KafkaError(code, "injected", fatal=True)
+
+
+def test_a_fence_starts_a_new_producer_and_never_stops_the_worker() -> None:
+    tx = transactor()
+    for _ in range(6):
+        tx._on_fatal(fatal(KafkaError._FENCED))
+    assert not tx.started
+
+
+def test_fences_in_a_row_wait_longer_each_time_up_to_half_a_minute() -> None:
+    tx = transactor()
+    waits = []
+    for _ in range(9):
+        tx._on_fatal(fatal(KafkaError._FENCED))
+        waits.append(round(max(0.0, tx._resume_at - SYSTEM_CLOCK.monotonic())))
+    assert waits == [0, 1, 2, 4, 8, 16, 30, 30, 30]
+
+
+def test_another_fatal_error_twice_within_a_minute_stops_the_worker() -> None:
+    tx = transactor()
+    tx._on_fatal(fatal(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    with pytest.raises(Fenced, match="refuses its transactional id"):
+        tx._on_fatal(fatal(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
