@@ -88,7 +88,7 @@ class AheadWatch:
             self._log.warning(
                 "level %s: a record's store time is %d ms ahead of this forwarder's clock: the "
                 "broker's clock runs ahead, or this host's behind; it falls due one delay after "
-                "it was read. Check NTP on both%s",
+                "its store time by this clock, late by the skew. Check NTP on both%s",
                 level,
                 ahead_ms,
                 more,

@@ -11,7 +11,7 @@ a 5.x consumer sees it as ``delivery_timestamp``.
 10^11 is read as seconds (year 5138 in seconds, 1973 in milliseconds), because the 5.x client
 puts the value into a protobuf ``Timestamp``'s seconds and its delay example sends
 ``int(time.time()) + 10``. The message's setter makes it whole milliseconds, or refuses it
-(:func:`adapter.v5.message.epoch_ms`), so what reaches this module is an ``int``.
+(:func:`adapter.v5.delivery_time.epoch_ms`), so what reaches this module is an ``int``.
 
 Known gaps: a deliver time in the past is sent as a normal message at once (RocketMQ's broker
 does the same). Up to 40 days ahead (RocketMQ: 3 days on the broker, 1 day through the proxy).

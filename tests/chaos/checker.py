@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from tests.chaos.history import Fault, History, Kind, Outcome
 
-_SCHEDULED = (Kind.DELAY, Kind.TIMER)
+_SCHEDULED = (Kind.DELAY, Kind.TIMER, Kind.RECALL)
 EARLY_TOLERANCE_S = 0.05
 """Clocks and timestamps round: a delivery this much before its due time is not early."""
 

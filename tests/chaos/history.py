@@ -27,6 +27,8 @@ class Kind(enum.Enum):
     TRANSACTION = "transaction"
     DELAY = "delay"
     TIMER = "timer"
+    RECALL = "recall"
+    """A timer recalled right after its send: never delivered when the recall succeeded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +44,7 @@ class Operation:
     topic: str = ""
     """Where it was sent: the consumer groups of that topic must each get it."""
     committed: bool = True
-    """A transaction's local decision: rolled back ones must never be delivered."""
+    """False for what must never be delivered: a rolled-back transaction, a recalled timer."""
     due_s: float | None = None
     """A delayed message's or timer's earliest delivery time."""
     group: str | None = None

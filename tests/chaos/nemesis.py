@@ -7,7 +7,7 @@ test's containers: a partition drops packets between chosen nodes (clients still
 node), an isolated node drops everything but its loopback (clients included), loss drops a
 share of every node's packets at random. ``tc netem`` delay is not in this machine's kernel,
 so latency faults are not injected. Processes: SIGKILL or freeze (podman pause) a broker,
-SIGKILL or SIGSTOP a worker. Every heal is safe to run twice.
+SIGKILL or SIGSTOP a worker, or set its wall clock off. Every heal is safe to run twice.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ FAULTS = (
     "packet-loss",
     "kill-worker",
     "pause-worker",
+    "skew-worker",
 )
 LOSS = "0.2"
 """The share of packets packet-loss drops on every node."""
@@ -90,6 +91,9 @@ class Nemesis:
         if fault == "pause-worker":
             name = self._workers.pause_one(self._rng)
             return Injected(f"{fault} {name}", self._workers.resume_all)
+        if fault == "skew-worker":
+            name, skew_ms = self._workers.skew_one(self._rng)
+            return Injected(f"{fault} {name} {skew_ms:+d} ms", self._workers.unskew_all)
         raise ValueError(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}")
 
     def heal_network(self) -> None:
@@ -109,6 +113,7 @@ class Nemesis:
                 elif status != "running":
                     node.start()
         self._workers.resume_all()
+        self._workers.unskew_all()
         self._workers.replace_killed()
 
 

@@ -9,12 +9,18 @@ from pathlib import Path
 
 from adapter.text_table import table
 from tests.chaos.checker import Verdict
-from tests.chaos.history import History, Kind
+from tests.chaos.history import History, Kind, Outcome
 
 
 def text(history: History, verdict: Verdict, minutes: float) -> str:
+    recalls = [op for op in history.operations if op.kind is Kind.RECALL]
     counts = [
         ("operations", len(history.operations)),
+        ("timers recalled (never to be delivered)", sum(not op.committed for op in recalls)),
+        (
+            "recalls refused (delivered already)",
+            sum(op.committed and op.outcome is Outcome.OK for op in recalls),
+        ),
         ("acknowledged (to be delivered)", verdict.acknowledged),
         ("deliveries seen", verdict.delivered),
         ("lost", len(verdict.lost)),

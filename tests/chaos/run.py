@@ -179,7 +179,7 @@ def _stored_in_schedule(bootstrap: str, history: History) -> tuple[dict[str, int
     SCHEDULE, and where. A record stored twice by one produce call has the same partition,
     value and headers at two offsets (a forwarder's hop of it differs: another hop due time),
     and a send stamps its value with its own born time, so two sends of one message differ."""
-    scheduled = (Kind.DELAY, Kind.TIMER)
+    scheduled = (Kind.DELAY, Kind.TIMER, Kind.RECALL)
     expected = sum(
         1 for op in history.operations if op.kind in scheduled and op.outcome is Outcome.OK
     )

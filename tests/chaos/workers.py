@@ -1,5 +1,6 @@
 """The adapter's workers of a chaos run: two transaction coordinators and two schedule
-forwarders, each a process the nemesis may SIGKILL (and replace) or freeze (and thaw)."""
+forwarders, each a process the nemesis may SIGKILL (and replace), freeze (and thaw), or whose
+wall clock it may set off (``tests.chaos.skewed_worker``) and back."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import contextlib
 import itertools
 import logging
 import random
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,6 +31,7 @@ class Workers:
         """Every worker of the run, the killed ones too: their output is kept (:meth:`save`)."""
         self._killed: list[str] = []
         self._paused: set[str] = set()
+        self._skews = Path(tempfile.mkdtemp(prefix="chaos-skew-"))
         try:
             for kind in KINDS:
                 for _ in range(per_kind):
@@ -39,7 +43,8 @@ class Workers:
     def _start(self, kind: str) -> str:
         name = f"{kind}-{next(self._serial)}"
         worker = self.running[name] = self.started[name] = ProcessWorker(
-            "adapter",
+            "tests.chaos.skewed_worker",
+            str(self._skews / name),
             *("--log-level", "INFO", "worker", KINDS[kind], "--bootstrap", self._bootstrap),
             *("--worker-id", f"chaos-{name}"),
             *(("--transaction-timeout-ms", "2000", "--check-interval-ms", "1000")
@@ -67,6 +72,21 @@ class Workers:
         self._paused.add(name)
         return name
 
+    def skew_one(self, rng: random.Random) -> tuple[str, int]:
+        """Set a running worker's wall clock off: a coordinator's 2-10 s either way (its
+        check-backs come earlier or later), a forwarder's 2-10 s back (its deliveries may be
+        late, never early; one ahead delivers early by design: docs/behaviour)."""
+        name = rng.choice(sorted(set(self.running) - self._paused))
+        skew_ms = rng.randint(2_000, 10_000)
+        if name.startswith("forwarder") or rng.random() < 0.5:
+            skew_ms = -skew_ms
+        (self._skews / name).write_text(str(skew_ms))
+        return name, skew_ms
+
+    def unskew_all(self) -> None:
+        for path in self._skews.iterdir():
+            path.write_text("0")
+
     def resume_all(self) -> None:
         for name in sorted(self._paused):
             if name in self.running:
@@ -80,6 +100,7 @@ class Workers:
     def stop(self) -> dict[str, int]:
         """SIGTERM every worker; their exit codes (a worker that ignores it is killed)."""
         self.resume_all()
+        self.unskew_all()
         codes: dict[str, int] = {}
         for name, worker in self.running.items():
             try:
@@ -88,6 +109,7 @@ class Workers:
                 with contextlib.suppress(Exception):
                     worker.kill()
                 codes[name] = -9
+        shutil.rmtree(self._skews, ignore_errors=True)
         return codes
 
     def save(self, directory: Path) -> None:

@@ -5,7 +5,9 @@ Senders, each paced and each message unique (its body is its key):
 - ``t-N`` transactions (2.0 ``TransactionMQProducer``): every third commits, every third rolls
   back, every third answers UNKNOWN and the check-back decides by parity;
 - ``d-N`` delayed sends at levels 1 and 4 (1 s and 2 s with the run's levels);
-- ``m-N`` timers (5.x ``Producer``, delivery timestamp 1-4 s ahead);
+- ``m-N`` timers (5.x ``Producer``, delivery timestamp 1-4 s ahead); every eighth is 4 s ahead
+  and recalled at once: never delivered if the recall succeeded, delivered if it was refused
+  (delivered already), either if it raised;
 - ``f-G-N`` FIFO sends (2.0 ``send_orderly_with_sharding_key``), five message groups.
 
 Receivers: a 2.0 ``PushConsumer`` and a 5.x ``SimpleConsumer`` on the main topic, a 2.0 orderly
@@ -42,6 +44,8 @@ PACE_S = {"s": 0.05, "t": 0.1, "d": 0.1, "m": 0.1, "f": 0.05}
 DELAYS_S = {1: 1.0, 4: 2.0}
 """The delay levels used and their delays under the run's ``1s 1s 1s 2s``."""
 FIFO_GROUPS = 5
+RECALLED = 3
+"""Timers whose number is this modulo 8 (4 s ahead) are recalled right after their send."""
 CONSUMERS = ("push", "simple", "fifo")
 
 
@@ -249,8 +253,35 @@ class Workload:
             msg.body = f"m-{n}".encode()
             msg.delivery_timestamp = int((time.time() + ahead_s) * 1000)
             now = time.monotonic()
+            if n % 8 == RECALLED:
+                self._send_and_recall(producer, msg, due_s=now + ahead_s)
+                return
             self._sending(
                 f"m-{n}", lambda: producer.send(msg), kind=Kind.TIMER, due_s=now + ahead_s
             )
 
         self._loop("m", one)
+
+    def _send_and_recall(self, producer: v5.Producer, msg: v5.Message, due_s: float) -> None:
+        key = (msg.body or b"").decode()
+        started = time.monotonic()
+        outcome, recalled = Outcome.OK, False
+        try:
+            receipt = producer.send(msg)
+        except Exception as exc:  # noqa: BLE001 - it may have reached Kafka: not recalled
+            log.debug("send %s: %s", key, exc)
+            outcome = Outcome.UNKNOWN
+        else:
+            try:
+                producer.recall_message(self.topic, receipt.recall_handle)
+                recalled = True
+            except Exception as exc:  # noqa: BLE001 - refused (delivered) or unknown
+                if "delivered already" not in str(exc):
+                    log.debug("recall %s: %s", key, exc)
+                    outcome = Outcome.UNKNOWN
+        self.history.sent(
+            Operation(
+                key, Kind.RECALL, invoked_s=started, completed_s=time.monotonic(),
+                outcome=outcome, topic=self.topic, committed=not recalled, due_s=due_s,
+            )
+        )  # fmt: skip

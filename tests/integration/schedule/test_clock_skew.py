@@ -1,5 +1,5 @@
 """A broker whose clock is ahead of or behind the forwarder's: the delay starts at the broker's
-store stamp and ends on the forwarder's clock, never at once because the stamp lies ahead.
+store stamp and ends on the forwarder's clock, late by the skew when the stamp lies ahead.
 
 Each test stamps a record on a real broker (LogAppendTime), then drives a forwarder on a
 :class:`ManualClock` set so that the broker looks ``skew`` ms ahead (or behind).
@@ -69,9 +69,9 @@ def test_a_broker_clock_ahead_or_behind_shifts_a_delay_by_at_most_the_skew(
         KafkaSettings(clock_kafka), worker_id=unique("skew"), max_wait_ms=100, prepare_ahead_ms=0
     )
     forwarder = ScheduleForwarder(config, clock=clock)
-    # Ahead: the record looks stored in the future; it is due a delay after it was read.
-    # Behind: it looks older than it is; it is due a delay after its stamp, up to the skew early.
-    wait = DELAY_MS if skew > 0 else max(0, DELAY_MS + skew)
+    # Ahead: the record looks stored in the future; it is due a delay after its stamp, late by
+    # the skew. Behind: it looks older than it is; up to the skew early.
+    wait = max(0, DELAY_MS + skew)
     try:
         if wait > 0:
             assert forwarder.drain() == 0
@@ -84,6 +84,26 @@ def test_a_broker_clock_ahead_or_behind_shifts_a_delay_by_at_most_the_skew(
         forwarder.close()
     [record] = read_committed(clock_kafka, topic, 1)
     assert record.value() == b"delayed"
+
+
+def test_a_forwarder_clock_set_back_and_then_right_never_delivers_early(clock_kafka: str) -> None:
+    """The chaos run's skew-worker: read while 5 s behind, due by the right clock after."""
+    topic = create_topic(clock_kafka, partitions=1)
+    stored = stamp_delayed(clock_kafka, topic, "delayed")
+    clock = ManualClock(stored - 5_000)
+    config = ForwarderConfig(
+        KafkaSettings(clock_kafka), worker_id=unique("skew"), max_wait_ms=100, prepare_ahead_ms=0
+    )
+    forwarder = ScheduleForwarder(config, clock=clock)
+    try:
+        assert forwarder.drain() == 0, "read while the clock is behind"
+        clock.advance(5_000 + DELAY_MS - 1)  # set right, then 1 ms short of its due time
+        assert forwarder.drain() == 0
+        assert forwarded(clock_kafka, topic) == 0, "not early by the right clock"
+        clock.advance(1)
+        assert forwarder.drain() == 1
+    finally:
+        forwarder.close()
 
 
 @contextlib.contextmanager

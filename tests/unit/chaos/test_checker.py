@@ -146,3 +146,15 @@ def test_a_history_is_clean_exactly_when_each_message_arrived_as_its_outcome_all
         needed = outcome is Outcome.OK and committed
         bad |= (times > 0 and not allowed) or (needed and times == 0) or times > 1
     assert verdict.ok is not bad
+
+
+def test_a_recalled_timer_delivered_is_unexpected_and_one_whose_recall_was_refused_owed() -> None:
+    recalled = sent("m-3", kind=Kind.RECALL, committed=False, due_s=4.0)
+    refused = sent("m-11", kind=Kind.RECALL, due_s=4.0)
+    unknown = sent("m-19", Outcome.UNKNOWN, kind=Kind.RECALL, due_s=4.0)
+
+    verdict = check(history([recalled, refused, unknown], [("m-3", 5.0)]), G)
+
+    assert verdict.unexpected == [("consumers", "m-3")]
+    assert verdict.lost == [("consumers", "m-11")]
+    assert ("consumers", "m-19") not in verdict.lost, "a recall that raised: either is fine"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from adapter import properties as prop
@@ -13,6 +13,7 @@ from adapter.delay import DelayLevels
 from adapter.hops import HopTable
 from adapter.schedule import timer
 from adapter.schedule.aside import SINCE_HEADER
+from adapter.schedule.due import TRUSTED_AHEAD_MS
 from adapter.schedule.grants import ScheduleGrants
 from adapter.schedule.intake import FAR_AHEAD_MS, read_record
 from adapter.schedule.plan import hop_headers
@@ -35,9 +36,9 @@ def test_a_level_record_is_due_at_its_store_time_plus_the_level_delay() -> None:
     assert (read.due_ms, read.reason, read.ahead_ms) == (NOW + 4_000, None, 0)
 
 
-def test_a_store_time_ahead_of_the_forwarders_clock_is_measured_and_counts_from_the_read() -> None:
+def test_a_store_time_ahead_of_the_forwarders_clock_is_measured_and_counts_from_the_stamp() -> None:
     read = read_record(LEVEL_2, [], b"v", stamped(NOW + 300_000), NOW, HOPS)
-    assert (read.due_ms, read.ahead_ms) == (NOW + 5_000, 300_000)
+    assert (read.due_ms, read.ahead_ms) == (NOW + 305_000, 300_000)
 
 
 def test_a_record_stamped_by_its_writer_counts_its_delay_from_the_read() -> None:
@@ -119,14 +120,18 @@ header_names = st.sampled_from(
     kind=st.sampled_from([TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_CREATE_TIME, 0]),
     stamp=st.integers(min_value=-(2**63), max_value=2**63 - 1),
 )
+@example(headers=[], partition=0, kind=TIMESTAMP_LOG_APPEND_TIME, stamp=NOW + 7_199_001)
+@example(headers=[], partition=0, kind=TIMESTAMP_LOG_APPEND_TIME, stamp=NOW + 1)
+@example(headers=[], partition=17, kind=TIMESTAMP_LOG_APPEND_TIME, stamp=2**63 - 1)
 def test_any_headers_and_stamp_are_read_or_given_a_reason_never_an_exception(
     headers: list[tuple[str, bytes | None]], partition: int, kind: int, stamp: int
 ) -> None:
     read = read_record(partition, headers, b"v", (kind, stamp), NOW, HOPS)
-    assert read.due_ms <= NOW + HOPS.longest_ms
+    assert read.due_ms <= NOW + TRUSTED_AHEAD_MS + HOPS.longest_ms, "never held for ever"
     if not {name for name, _ in headers} & {timer.DELIVER_HEADER, timer.HOP_DUE_HEADER}:
         store = stamp if kind == TIMESTAMP_LOG_APPEND_TIME else NOW
-        assert (read.due_ms, read.reason) == (min(store, NOW) + HOPS.delay_ms(partition), None)
+        trusted = min(store, NOW + TRUSTED_AHEAD_MS)
+        assert (read.due_ms, read.reason) == (trusted + HOPS.delay_ms(partition), None)
 
 
 def test_a_record_set_aside_for_its_missing_topic_is_due_at_its_hops_end_and_knows_since_when() -> (
