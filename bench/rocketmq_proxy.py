@@ -17,7 +17,7 @@
 - RocketMQ's ``transactionCheckInterval`` (seed 004's second half) is the coordinator's
   ``--check-interval-ms``: the coordinator is restarted with it.
 - ``python -m bench.rocketmq_proxy [N]``: one thread's sync send latency through the proxy, then
-  N sends from 8 threads, and the proxy's CPU per send (``send_latency``).
+  N sends from 8 threads, and where a send's time goes (``send_latency``).
 - The proxy's cost: CPU ms per message (user + system time of its process over a workload,
   divided by every message the workload sent, warm-up included) and its RSS (``VmRSS`` and the
   peak, ``VmHWM``) after each workload.
@@ -33,6 +33,7 @@ import signal
 import socket
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -215,13 +216,14 @@ def messages_sent(workload: str, sizes: Sizes) -> int:
 
 @contextlib.contextmanager
 def proxy_stack(
-    bootstrap: str, processes: int = 1, plaintext: bool = False
+    bootstrap: str, processes: int = 1, plaintext: bool = False, *extra: str
 ) -> Iterator[ProxyTarget]:
     """The workers and ``processes`` proxies on ``bootstrap`` (``--plaintext`` ones if
-    ``plaintext``), all stopped afterwards."""
+    ``plaintext``; ``extra`` options), all stopped afterwards."""
     topics.init_topics({"bootstrap.servers": bootstrap}, topics.system_layout(8, LEVELS))
     with contextlib.ExitStack() as stack:
-        proxy = Proxies(bootstrap, OUT, processes, *(["--plaintext"] if plaintext else []))
+        options = [*(["--plaintext"] if plaintext else []), *extra]
+        proxy = Proxies(bootstrap, OUT, processes, *options)
         stack.callback(proxy.stop)
         target = ProxyTarget(bootstrap, proxy, Coordinator(bootstrap, OUT, "default"))
         stack.callback(lambda: target.coordinator.stop())  # the last one started
@@ -270,9 +272,11 @@ def run(sizes: Sizes, figures: Figures) -> None:
 
 def send_latency(sends: int) -> None:
     """One thread's sync sends through the proxy (the official client, 100 B, after as many
-    untimed ones): p50 / p99 ms; then ``sends`` from 8 threads: sends/s; the proxy's CPU ms per
-    send. ``RMQ_ADAPTER_KAFKA_LINGER_MS=0`` in the environment shows what the proxy's Kafka
-    producer's linger (5 ms) costs."""
+    untimed ones): p50 / p99 ms; then ``sends`` from 8 threads: sends/s, and where a send's
+    time goes: the client's round trip, the proxy's ``SendMessage`` handler (its mean, from its
+    ``/metrics``), and the CPU ms per send of the proxy and of this client process.
+    ``RMQ_ADAPTER_KAFKA_LINGER_MS`` in the environment overrides the proxy's producer linger
+    (1 ms)."""
     from rocketmq import Message, Producer
 
     from bench.rocketmq_figures import Latency, body
@@ -280,7 +284,11 @@ def send_latency(sends: int) -> None:
 
     rocketmq_apache.quiet_client_log()
     topic = Topic("LatencyNormal", "NORMAL")
-    with kafka() as bootstrap, proxy_stack(bootstrap) as target:
+    metrics_port = free_port()
+    with (
+        kafka() as bootstrap,
+        proxy_stack(bootstrap, 1, False, "--metrics-port", str(metrics_port)) as target,
+    ):
         target.create_topics([topic])
         producer = Producer(rocketmq_apache.configuration(target.endpoints), (topic.name,))
         producer.startup()
@@ -300,15 +308,37 @@ def send_latency(sends: int) -> None:
                 send(i)
                 took.append((time.perf_counter() - started) * 1000)
             one = Latency.of(took)
-            cpu = target.proxy.cpu_seconds()
+            cpu, mine, handled = target.proxy.cpu_seconds(), _own_cpu_s(), _handled(metrics_port)
             sent = run_threads(sends, send, deadline_s=max(120, sends / 20))
             per_send = (target.proxy.cpu_seconds() - cpu) * 1000 / max(sent.count, 1)
+            client = (_own_cpu_s() - mine) * 1000 / max(sent.count, 1)
+            seconds, count = (a - b for a, b in zip(_handled(metrics_port), handled, strict=True))
         finally:
             producer.shutdown()
-    linger = os.environ.get("RMQ_ADAPTER_KAFKA_LINGER_MS", "default (5)")
+    rate = sent.count / sent.seconds
+    linger = os.environ.get("RMQ_ADAPTER_KAFKA_LINGER_MS", "default (1)")
     print(f"proxy sync sends, linger.ms {linger}, {sends} each:")
     print(f"  1 thread: p50 / p99 / max {one.cell() if one else '-'} ms")
-    print(f"  8 threads: {sent.count / sent.seconds:,.0f}/s; proxy CPU {per_send:.2f} ms a send")
+    handler = seconds * 1000 / max(count, 1)
+    print(f"  8 threads: {rate:,.0f}/s; round trip {8000 / rate:.2f} ms, handler {handler:.2f} ms")
+    print(f"  CPU ms a send: proxy {per_send:.2f}, client {client:.2f}")
+
+
+def _own_cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _handled(metrics_port: int) -> tuple[float, float]:
+    """The proxy's ``SendMessage`` handler seconds and calls so far, from its ``/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    found = [
+        re.search(rf'rmq_proxy_rpc_seconds_{part}{{method="SendMessage"}} (\S+)', text)
+        for part in ("sum", "count")
+    ]
+    seconds, count = (float(f.group(1)) if f else 0.0 for f in found)
+    return seconds, count
 
 
 if __name__ == "__main__":

@@ -80,6 +80,12 @@ class PartitionCounts:
             self._cache[topic] = (now + (self.ttl_s if count else self.miss_ttl_s), count)
         return count
 
+    def cached(self, topic: str) -> int:
+        """``topic``'s partition count when a fresh one is cached, else 0; never asks Kafka (for
+        an event loop, which must not block)."""
+        cached = self._cache.get(topic)
+        return cached[1] if cached is not None and cached[0] > self.clock.monotonic() else 0
+
     def require(self, topic: str, *, create: bool = False, wait_s: float = 0.0) -> int:
         """``topic``'s partition count, waiting up to ``wait_s`` for a topic created a moment
         ago to appear; :class:`MissingTopic` otherwise."""

@@ -5,11 +5,15 @@ Not a RocketMQ behaviour: RocketMQ's clients wait on request futures. Here:
 - :func:`produce`: produce while the local queue is full, within a deadline, then
   :class:`~adapter.exceptions.LocalQueueFull`;
 - :func:`produce_and_ack`: produce one record and wait for its acknowledgement (:class:`Ack`);
+- :func:`produce_and_await`: the same for an asyncio task, without blocking its loop;
 - :func:`produce_kwargs`: the keyword arguments of a produce, partition and key when given.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -124,6 +128,38 @@ def produce_and_ack(
             if isinstance(exc.__cause__, KafkaException):
                 raise exc.__cause__ from None
             raise
+    return _checked(ack, topic, timeout_s, what)
+
+
+async def produce_and_await(
+    producer: Producer,
+    topic: str,
+    value: bytes | None,
+    *,
+    timeout_s: float,
+    what: str = "",
+    **kwargs: Any,
+) -> Ack:
+    """:func:`produce_and_ack` for an asyncio task, whose loop it never blocks: another thread
+    must serve ``producer``'s reports; each hands its record's to the loop. A full local queue
+    is waited out on the loop's default executor. Raises as :func:`produce_and_ack` does."""
+    loop = asyncio.get_running_loop()
+    ack = _LoopAck(loop)
+    what = what or f"a record for {naming.decode(topic)}"
+    try:
+        producer.produce(topic, value, on_delivery=ack, **kwargs)  # the usual case
+    except BufferError:
+        wait = functools.partial(
+            produce, producer, topic, value, timeout_s=timeout_s, on_delivery=ack, **kwargs
+        )
+        await loop.run_in_executor(None, wait)
+    with contextlib.suppress(TimeoutError):  # told as a DeliveryError below
+        await asyncio.wait_for(ack.settled, timeout_s + 1.0)
+    return _checked(ack, topic, timeout_s, what)
+
+
+def _checked(ack: Ack, topic: str, timeout_s: float, what: str) -> Ack:
+    """``ack`` once it has come and Kafka took the record; :class:`DeliveryError` otherwise."""
     if not ack.done.is_set():
         raise DeliveryError(f"no acknowledgement within {timeout_s:g} s for {what}", topic=topic)
     if ack.error is not None:
@@ -144,3 +180,24 @@ def _serve_until(producer: Producer, ack: Ack, timeout_s: float) -> None:
         if remaining <= 0:
             return
         producer.poll(min(remaining, 0.1))
+
+
+class _LoopAck(Ack):
+    """An :class:`Ack` an event loop awaits: the reporting thread also settles a future of
+    the loop (one hand-off, where a worker thread waiting on the event would cost two)."""
+
+    __slots__ = ("_loop", "settled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._loop = loop
+        self.settled: asyncio.Future[None] = loop.create_future()
+
+    def __call__(self, error: KafkaError | None, record: KafkaRecord) -> None:
+        super().__call__(error, record)
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            self._loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        if not self.settled.done():
+            self.settled.set_result(None)

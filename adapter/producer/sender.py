@@ -243,6 +243,24 @@ class Sender:
         except (AdapterError, KafkaException) as exc:
             raise error(self.with_address(exc)) from exc
 
+    async def produce_and_await(
+        self, record: Outgoing, error: type[ProducerException], what: str
+    ) -> writing.Ack:
+        """:meth:`produce_and_ack` for an asyncio task (a sender whose reports are served)."""
+        if not self._reports_served:
+            raise RuntimeError("produce_and_await needs a sender whose reports are served")
+        try:
+            return await writing.produce_and_await(
+                self.client,
+                record.topic,
+                record.value,
+                timeout_s=self.timeout_s,
+                what=what,
+                **record.produce_kwargs(),
+            )
+        except (AdapterError, KafkaException) as exc:
+            raise error(self.with_address(exc)) from exc
+
     def send_oneway(self, msg: Message, error: type[ProducerException]) -> None:
         record = self.record(msg, msg.unique_key(), error)
         self.produce_oneway(record, error)

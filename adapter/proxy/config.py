@@ -41,7 +41,7 @@ __all__ = [
 DEFAULT_LISTEN = "0.0.0.0:8081"  # noqa: S104 - a server's default, as RocketMQ's proxy
 DEFAULT_PEER_LISTEN = "127.0.0.1:0"
 DEFAULT_PEER_NETWORKS = "127.0.0.0/8,::1/128"
-ALL_TYPES = frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY"})
+ALL_TYPES = frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION", "PRIORITY", "LITE"})
 """The message types of RocketMQ 5 a topic can accept here."""
 
 

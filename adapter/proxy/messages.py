@@ -11,13 +11,15 @@ like a system property: ``ILLEGAL_MESSAGE_PROPERTY_KEY``; too many or too large:
 what its topic accepts: a FIFO message needs a message group (``ILLEGAL_MESSAGE_GROUP``), a
 DELAY one a delivery time (``ILLEGAL_DELIVERY_TIME``); a transactional message with a delivery
 time or a group, a normal one with either, a PRIORITY one without a priority of 0 or more
-or with either, or a type its topic does not accept is ``MESSAGE_PROPERTY_CONFLICT_WITH_TYPE``;
-LITE is ``UNSUPPORTED``; an unknown type is ``BAD_REQUEST``.
+or with either, a LITE one without a lite topic (or with a time, group or priority), or a type its
+topic does not accept is ``MESSAGE_PROPERTY_CONFLICT_WITH_TYPE``; an unknown type is
+``BAD_REQUEST``.
 
 On Kafka the message is the record ``adapter.v5`` writes (:mod:`adapter.properties`):
 body as value; ``UNIQ_KEY``, ``TAGS``, ``KEYS`` (space-separated), user properties as headers;
 the message group as ``__SHARDINGKEY``; the priority as ``__PRIORITY`` (and a received
-message's priority comes back from it); a transactional message's recovery duration as
+message's priority comes back from it); a lite topic as ``__LITE_TOPIC`` (routed and keyed by
+it, as a message group); a transactional message's recovery duration as
 ``CHECK_IMMUNITY_TIME_IN_SECONDS``.
 
 :func:`to_protocol` is the way back, for a check-back's ``RecoverOrphanedTransactionCommand``:
@@ -54,8 +56,8 @@ MAX_PROPERTIES = 128
 MAX_PROPERTIES_BYTES = 16 * 1024
 """RocketMQ 5's limits on user properties (``maxUserPropertySize``, 16 KiB)."""
 SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, prop.PRIORITY, *prop.DELIVERY_TIME}
-_TYPES = {1: "NORMAL", 2: "FIFO", 3: "DELAY", 4: "TRANSACTION", 6: "PRIORITY"}
-_UNSUPPORTED = {5: "LITE"}
+_TYPES = {1: "NORMAL", 2: "FIFO", 3: "DELAY", 4: "TRANSACTION", 5: "LITE", 6: "PRIORITY"}
+_UNSUPPORTED: dict[int, str] = {}
 _KEY_SEPARATOR = " "
 
 
@@ -182,6 +184,12 @@ def _kind(system: Any, topic: str, accepted: frozenset[str]) -> str:
         raise ProxyError(Code.ILLEGAL_MESSAGE_GROUP, "a FIFO message needs a message group")
     if kind == "DELAY" and (not has_time or has_group):
         raise ProxyError(Code.ILLEGAL_DELIVERY_TIME, "a DELAY message needs a delivery time")
+    has_lite = bool(system.lite_topic.strip()) if system.HasField("lite_topic") else False
+    if kind == "LITE" and (not has_lite or has_time or has_group or has_priority):
+        raise ProxyError(
+            Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+            "a LITE message needs a lite topic, and no delivery time, group or priority",
+        )
     if kind == "PRIORITY" and (not has_priority or system.priority < 0 or has_time or has_group):
         raise ProxyError(
             Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
@@ -193,6 +201,13 @@ def _kind(system: Any, topic: str, accepted: frozenset[str]) -> str:
             f"topic {topic!r} accepts {'+'.join(sorted(accepted))} messages, not {kind}",
         )
     return kind
+
+
+def _lite_topic(name: str) -> str:
+    try:
+        return naming.validate_lite_topic(name)
+    except InvalidNameError as exc:
+        raise ProxyError(Code.ILLEGAL_LITE_TOPIC, str(exc)) from exc
 
 
 def _deliver_at_ms(system: Any) -> int | None:
@@ -255,6 +270,9 @@ def outbound(
         if len(group) > MAX_GROUP:
             raise ProxyError(Code.ILLEGAL_MESSAGE_GROUP, f"message group over {MAX_GROUP} chars")
         wire.put_property(prop.SHARDING_KEY, group)
+    if kind == "LITE":
+        group = _lite_topic(str(system.lite_topic))
+        wire.put_property(prop.LITE_TOPIC, group)
     if kind == "TRANSACTION" and system.HasField("orphaned_transaction_recovery_duration"):
         seconds = system.orphaned_transaction_recovery_duration.seconds
         if seconds > 0:
@@ -302,6 +320,9 @@ def to_protocol(received: ReceivedMessage, *, message_type: int) -> Any:
     priority = received.properties.get(prop.PRIORITY)
     if priority and priority.isdigit():
         system.priority = int(priority)
+    lite = received.properties.get(prop.LITE_TOPIC)
+    if lite:
+        system.lite_topic = lite.decode("utf-8", "replace") if isinstance(lite, bytes) else lite
     return definition.Message(
         topic=to_resource(received.topic),
         user_properties=properties,

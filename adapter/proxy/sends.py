@@ -14,6 +14,12 @@ and the 2.0 producers use), each message as :mod:`adapter.proxy.messages` checks
 - PRIORITY: the record, in its priority's band of a topic made for priorities, as
   ``adapter.v5`` sends it (:mod:`adapter.priorities`).
 
+A NORMAL or FIFO message to a topic whose queues the proxy knows is built and produced on
+the event loop, which awaits Kafka's acknowledgement
+(:func:`adapter.kafka.writing.produce_and_await`); anything that may wait on Kafka before its
+produce (a topic not looked up lately, a timer, a half message, a priority band) goes to a
+worker thread.
+
 Several messages in one request are a batch: each is sent on its own and gets its own entry
 (status, message id, offset; transaction id or recall handle); the response's status is the
 first failure's, or OK. The topic must exist (``TOPIC_NOT_FOUND``, once it was looked for
@@ -40,7 +46,8 @@ from confluent_kafka import KafkaException
 from adapter import naming
 from adapter.exceptions import AdapterError, ProducerException
 from adapter.kafka.metadata import MissingTopic
-from adapter.producer.sender import Sender
+from adapter.producer import routing
+from adapter.producer.sender import Outgoing, Sender
 from adapter.proxy import codes
 from adapter.proxy.auth import Account, Perm
 from adapter.proxy.codes import Code, ProxyError
@@ -56,6 +63,9 @@ __all__ = ["Sends"]
 
 log = logging.getLogger(__name__)
 
+
+_PLAIN = frozenset({"NORMAL", "FIFO"})
+"""The kinds of message the event loop sends itself when their topic's queues are known."""
 
 NEW_TOPIC_WAIT_S = 1.0
 """How long a topic unknown to the proxy is looked for (one created a moment ago)."""
@@ -94,21 +104,20 @@ class Sends:
                 )
             self._inflight += count
         try:
-            loop = asyncio.get_running_loop()
-            entries = await asyncio.gather(
-                *(
-                    loop.run_in_executor(self._executor, self._entry, m, account, client_id)
-                    for m in request.messages
+            if count == 1:  # the usual request: no task to gather
+                entries = [await self._entry(request.messages[0], account, client_id)]
+            else:
+                entries = await asyncio.gather(
+                    *(self._entry(m, account, client_id) for m in request.messages)
                 )
-            )
         finally:
             with self._lock:
                 self._inflight -= count
         failed = next((e.status for e in entries if e.status.code != Code.OK), None)
         return service.SendMessageResponse(status=failed or codes.status(), entries=entries)
 
-    def _entry(self, message: Any, account: Account, client_id: str) -> Any:
-        """One message sent (blocking), as its entry of the response."""
+    async def _entry(self, message: Any, account: Account, client_id: str) -> Any:
+        """One message sent, as its entry of the response."""
         message_id = str(message.system_properties.message_id)
         try:
             out = outbound(
@@ -117,8 +126,14 @@ class Sends:
                 accepted=self._config.accepted_types,
             )
             account.require(Perm.PUB, topic=out.topic)
-            self._require_topic(out.topic)
-            entry = self._send(out, client_id)
+            record = self._plain_record(out)
+            if record is None:  # building or sending it may wait on Kafka: a worker thread
+                loop = asyncio.get_running_loop()
+                entry = await loop.run_in_executor(self._executor, self._send, out, client_id)
+            else:
+                what = f"{out.message_id} to {out.topic}"
+                ack = await self._sender.produce_and_await(record, _SendFailed, what)
+                entry = _entry(out.message_id, ack.offset)
             self._metrics.messages.labels(out.kind).inc()
             return entry
         except Exception as exc:  # noqa: BLE001 - each entry answers for itself
@@ -129,13 +144,34 @@ class Sends:
                 status=codes.status(error.code, error.message), message_id=message_id
             )
 
-    def _require_topic(self, topic: str) -> None:
+    def _plain_record(self, out: Outbound) -> Outgoing | None:
+        """The record of a NORMAL or FIFO message to a topic whose queues are known, built
+        on the event loop (most sends: one thread hand-off fewer each way); None when building
+        it may wait on Kafka (a topic not looked up lately, a timer, a half, a priority)."""
+        if out.kind not in _PLAIN or out.deliver_at_ms is not None or out.wire.delay_time_level > 0:
+            return None
+        queues = self._sender.topics.cached(naming.kafka_topic(out.topic))
+        return self._record(out, queues) if queues else None
+
+    def _record(self, out: Outbound, queues: int) -> Outgoing:
+        """``out``'s record on its topic of ``queues`` partitions: a FIFO message group picks
+        its queue by RocketMQ's hash and keys the record."""
+        group = out.message_group
+        partition = None if group is None else routing.queue_for_sharding_key(group, queues)
+        return self._sender.record(
+            out.wire, out.message_id, _SendFailed, partition=partition, key=group
+        )
+
+    def _require_topic(self, topic: str) -> int:
+        """``topic``'s partition count; ``TOPIC_NOT_FOUND`` when it does not exist."""
         try:
-            self._sender.topics.require(naming.kafka_topic(topic), wait_s=NEW_TOPIC_WAIT_S)
+            return self._sender.topics.require(naming.kafka_topic(topic), wait_s=NEW_TOPIC_WAIT_S)
         except MissingTopic as exc:
             raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist") from exc
 
     def _send(self, out: Outbound, client_id: str) -> Any:
+        """``out`` sent from a worker thread: its topic looked up, then sent as its kind is."""
+        queues = self._require_topic(out.topic)
         sender, message_id = self._sender, out.message_id
         what = f"{message_id} to {out.topic}"
         if out.kind == "TRANSACTION":
@@ -153,12 +189,7 @@ class Sends:
                     sender, out.topic, message_id, out.deliver_at_ms
                 )
         if record is None:
-            partition = None
-            if out.message_group is not None:
-                partition = sender.queue_for(out.wire, out.message_group, _SendFailed)
-            record = sender.record(
-                out.wire, message_id, _SendFailed, partition=partition, key=out.message_group
-            )
+            record = self._record(out, queues)
             if out.priority is not None:  # its band of a topic made for priorities
                 record = record._replace(topic=sender.bands.route(record.topic, out.priority))
         ack = sender.produce_and_ack(record, _SendFailed, what)

@@ -47,7 +47,7 @@ def test_topic_types_name_what_each_declared_topic_accepts() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "why"), [("orders", "TOPIC=TYPE"), ("orders=", "TOPIC=TYPE"), ("o=LITE", "LITE")]
+    ("text", "why"), [("orders", "TOPIC=TYPE"), ("orders=", "TOPIC=TYPE"), ("o=BULK", "BULK")]
 )
 def test_bad_topic_types_are_refused_with_the_reason(text: str, why: str) -> None:
     with pytest.raises(ConfigError, match=why):

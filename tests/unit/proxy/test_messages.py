@@ -41,6 +41,13 @@ def refused(msg: Any, **kwargs: Any) -> int:
     return caught.value.code
 
 
+def test_a_lite_message_is_routed_and_keyed_by_its_lite_topic_and_comes_back_with_it() -> None:
+    out = check(message(T.LITE, lite_topic="chat-1"))
+
+    assert (out.kind, out.message_group) == ("LITE", "chat-1")
+    assert dict(out.wire.headers(out.message_id))[prop.LITE_TOPIC] == b"chat-1"
+
+
 def test_a_normal_message_keeps_its_id_tag_keys_and_properties() -> None:
     msg = message(tag="TagA", keys=["k1", "k2"])
     msg.user_properties["color"] = "red"
@@ -109,7 +116,9 @@ def test_a_transactional_message_with_a_recovery_duration_gets_its_immunity() ->
         (message(T.DELAY), Code.ILLEGAL_DELIVERY_TIME),
         (message(T.NORMAL, message_group="g"), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message(T.TRANSACTION, message_group="g"), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
-        (message(T.LITE), Code.UNSUPPORTED),
+        (message(T.LITE), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (message(T.LITE, lite_topic="a", priority=1), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
+        (message(T.LITE, lite_topic="chat/1"), Code.ILLEGAL_LITE_TOPIC),
         (message(T.PRIORITY), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (message(T.PRIORITY, priority=-1), Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE),
         (
