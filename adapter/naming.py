@@ -45,6 +45,9 @@ TIMER_RECALL_TOPIC = "RMQ_SYS_TIMER_RECALL"
 """Recalls of timer messages, and the markers of their deliveries (``adapter.schedule.recall``)."""
 SCHEMAS_TOPIC = "RMQ_SYS_SCHEMAS"
 """The record schemas of every release in use, keyed by fingerprint (schema evolution)."""
+LITE_PROGRESS_TOPIC = "RMQ_SYS_LITE_PROGRESS"
+"""Where each consumer group stands in each lite topic it consumed (compacted; made by the first
+``LitePushConsumer``)."""
 
 TRANS_COORDINATOR_GROUP = "CID_RMQ_SYS_TRANS"
 SCHEDULE_FORWARDER_GROUP = "CID_RMQ_SYS_SCHEDULE"
@@ -63,6 +66,7 @@ SYSTEM_TOPICS = frozenset(
         POISON_TOPIC,
         TIMER_RECALL_TOPIC,
         SCHEMAS_TOPIC,
+        LITE_PROGRESS_TOPIC,
     }
 )
 """Topics a user producer may not send to (RocketMQ's ``NOT_ALLOWED_SEND_TOPIC_SET``)."""
@@ -255,6 +259,22 @@ def priority_bands(kafka_name: str, kafka_names: Iterable[str]) -> dict[int, str
         if _is_band(number):
             bands[int(number)] = name
     return bands
+
+
+LITE_TOPIC_MAX_LENGTH = 64
+"""The 5.x client's ``max_lite_topic_size`` until the server says otherwise."""
+
+
+def validate_lite_topic(lite_topic: str) -> str:
+    """A lite topic name: a topic's characters, at most 64 of them (``InvalidNameError``)."""
+    return _check_characters("lite topic", lite_topic, LITE_TOPIC_MAX_LENGTH)
+
+
+def priority_band(kafka_name: str) -> int:
+    """The band a Kafka topic is of its topic made for priorities: ``k`` for a band's
+    ``<topic>.priority-<k>``, 0 for any other topic (band 0 is the topic itself)."""
+    _base, infix, band = kafka_name.rpartition(PRIORITY_INFIX)
+    return int(band) if infix and _is_band(band) else 0
 
 
 def _is_band(number: str) -> bool:

@@ -1,6 +1,6 @@
 """Priority messages (RocketMQ 5.4, RIP-80) on Kafka: which band a priority goes to, and which
-bands a consumer may fetch while others wait. Pure; the producer and the push consumer's poll
-loop are its shells.
+bands a consumer may fetch while others wait. Pure; the producer and the 5.x consumers' share
+pool (:mod:`adapter.v5.share_members`) are its shells.
 
 RocketMQ maps a priority to a queue of a topic made for priorities (one queue per level), and a
 pop on such a topic reads the queues highest priority first for ``priorityFactor`` per cent of
@@ -14,10 +14,12 @@ topic made for bands 0-3 takes priority 9 in band 3, as RocketMQ's last queue ta
 priorities above its queue count). :class:`BandGate` lets a consumer fetch the highest band
 that holds records and those above it, and holds the lower ones back; a band held for
 ``max_hold_s`` is let through for ``grace_s``, then held again: the deadline replaces RocketMQ's
-random share, so a lower band waits at most that long while higher ones stay busy.
+random share, so a lower band waits at most that long while higher ones stay busy. A share
+group's consumer has no end offsets to tell which bands hold records, so :class:`BandTurns`
+judges it from what each band's polls brought.
 
-Known gaps: the gate sees one consumer's assigned partitions, as RocketMQ's order holds within
-one broker; messages already handed to the listener's threads are not taken back.
+Known gaps: the order holds per consumer, as RocketMQ's holds within one broker; messages
+already received (a push consumer's cache) are not taken back.
 """
 
 from __future__ import annotations
@@ -70,3 +72,47 @@ class BandGate:
                     self._held_since[band] = now + self.grace_s
                     opened.add(band)
         return opened
+
+
+JOIN_S = 6.0
+"""How long a band whose polls brought nothing yet counts as holding records: a share consumer
+gets its partitions a few seconds after it joins (one heartbeat, 5 s on Kafka's defaults), so
+until then its empty polls say nothing of its band."""
+LINGER_S = 0.5
+"""How long a band that brought records counts as holding more: between one batch's ack and
+the next fetch a poll may come back empty while the band still has a backlog."""
+
+
+@dataclass
+class BandTurns:
+    """The order in which a share-group consumer polls the bands it subscribed (the highest
+    first), from what each band's polls brought; lower bands wait while a higher one may hold
+    records, as :class:`BandGate` decides. A consumer has no end offsets of a share group's
+    partitions to go by, so "may hold records" is: not polled yet, brought records within
+    ``linger_s``, or still joining (nothing brought yet, first polled within ``join_s``)."""
+
+    join_s: float = JOIN_S
+    linger_s: float = LINGER_S
+    gate: BandGate = field(default_factory=BandGate)
+    _first_polled: dict[int, float] = field(default_factory=dict)
+    _brought_at: dict[int, float] = field(default_factory=dict)
+
+    def order(self, bands: Collection[int], now: float) -> list[int]:
+        """The bands that may be polled at ``now``, highest first."""
+        backlog = {band: self._may_hold(band, now) for band in bands}
+        return sorted(self.gate.open_bands(backlog, now), reverse=True)
+
+    def polled(self, band: int, now: float, *, brought: bool) -> None:
+        """A poll of ``band`` ended at ``now``, with records or without."""
+        self._first_polled.setdefault(band, now)
+        if brought:
+            self._brought_at[band] = now
+
+    def _may_hold(self, band: int, now: float) -> bool:
+        first = self._first_polled.get(band)
+        if first is None:
+            return True
+        brought = self._brought_at.get(band)
+        if brought is None:
+            return now - first < self.join_s
+        return now - brought < self.linger_s

@@ -35,6 +35,8 @@ BORN_TIMESTAMP = "BORN_TIMESTAMP"
 SHARDING_KEY = "__SHARDINGKEY"
 PRIORITY = "__PRIORITY"
 """A 5.x priority message's priority (RIP-80), a whole number from 0 (the adapter's name)."""
+LITE_TOPIC = "__LITE_TOPIC"
+"""A 5.x lite message's lite topic (RIP-83) under its parent topic (the adapter's name)."""
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_DELAY_MS = "TIMER_DELAY_MS"
@@ -129,6 +131,7 @@ NOT_FOR_USERS = (
     | {
         SHARDING_KEY,
         PRIORITY,
+        LITE_TOPIC,
         START_DELIVER_TIME,
         COPY_STAMP,
     }

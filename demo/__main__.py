@@ -182,6 +182,7 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
             )
         return ConsumeStatus.CONSUME_SUCCESS
 
+    carts = CartService(bootstrap)  # first: its share consumer joins while the rest starts
     consumers = []
     for group, topic, callback, expression, orderly in (
         ("GID_notify", PAYMENTS, notify, "Paid", False),
@@ -230,7 +231,6 @@ def shop(bootstrap: str, data_dir: Path) -> dict[str, object]:
         reminder.set_delay_time_level(level)
         events.send_sync(reminder)
 
-    carts = CartService(bootstrap)
     carts.expire_later(sorted(DECLINED), recall={"Num1"})
 
     committed = {f"Num{n}" for n in range(10)} - DECLINED

@@ -14,9 +14,6 @@ Reproduces the pull side of RocketMQ's ``DefaultMQPushConsumerImpl`` on a Kafka 
   (:mod:`adapter.consumer.offsets`), so a slow message is never skipped by faster ones;
 - a queue with more than ``max_in_flight_per_queue`` (1000) unfinished messages is paused
   until half of them finish (RocketMQ's ``pullThresholdForQueue``);
-- with ``bands`` (the Kafka topics of topics made for priorities), a lower band's queues are
-  paused while a higher band of the topic has records not fetched yet
-  (:mod:`adapter.consumer.priority_hold`);
 - a new group starts from the earliest retained message; a restarted one resumes from its
   committed offsets. On revocation, running callbacks of the queue finish (up to 10 s; an
   orderly queue's, up to 15 min) and its offsets are committed before the queue goes.
@@ -31,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -50,7 +47,6 @@ from adapter import naming, property_bytes
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.consumer.config import ConsumerConfig, MessageModel
 from adapter.consumer.dispatch import ConsumerStats, Dispatcher, Lane, Subscription
-from adapter.consumer.priority_hold import PriorityHold
 from adapter.consumer.send_back import SendBack
 from adapter.exceptions import AdapterError, InvalidNameError
 from adapter.kafka import clients, reading
@@ -84,7 +80,6 @@ class ConsumeLoop:
         subscriptions: dict[str, Subscription],
         stats: ConsumerStats,
         clock: Clock = SYSTEM_CLOCK,
-        bands: Mapping[str, tuple[str, int]] | None = None,
     ) -> None:
         self._config = config
         self._subs = subscriptions
@@ -95,9 +90,8 @@ class ConsumeLoop:
             max_workers=config.thread_count, thread_name_prefix=f"consume-{config.group}"
         )
         self._lanes: dict[tuple[str, int], Lane] = {}
-        self._priority = PriorityHold(self._client, bands, clock) if bands else None
         self._stopped: set[tuple[str, int]] = set()
-        """The queues paused in Kafka (back-pressure, or a priority band held)."""
+        """The queues paused in Kafka for back-pressure."""
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"poll-{config.group}", daemon=True)
         self._broadcasting = config.message_model == MessageModel.BROADCASTING
@@ -209,14 +203,6 @@ class ConsumeLoop:
         for tp in partitions:
             self._add_lane(tp)
             self._stopped.discard((tp.topic, tp.partition))
-        hold = self._priority.assigned(partitions) if self._priority is not None else []
-        if hold:  # paused before their first fetch
-            try:
-                consumer.incremental_assign(partitions)
-            except KafkaException:  # an eager assignor, set in the user's Kafka settings
-                consumer.assign(partitions)
-            consumer.pause(hold)
-            self._stopped.update((tp.topic, tp.partition) for tp in hold)
         log.info("group %s assigned %s", self._config.group, _describe(partitions))
 
     def _on_revoke(self, _consumer: Any, partitions: list[TopicPartition]) -> None:
@@ -236,8 +222,6 @@ class ConsumeLoop:
         lock). Lost queues are someone else's already: they wait briefly, and commit nothing."""
         lanes = [self._lanes.pop((tp.topic, tp.partition), None) for tp in partitions]
         self._stopped.difference_update((tp.topic, tp.partition) for tp in partitions)
-        if self._priority is not None:
-            self._priority.released(partitions)
         orderly = self._config.orderly and commit
         deadline = self._clock.monotonic() + (_ORDERLY_REVOKE_WAIT_S if orderly else _REVOKE_WAIT_S)
         for lane in lanes:
@@ -326,8 +310,7 @@ class ConsumeLoop:
             log.error("consumer %s: %s%s", self._config.group, error.str(), more)
 
     def _apply_backpressure(self) -> None:
-        """Pause the queues with too many unfinished messages, and the held priority bands;
-        resume the others."""
+        """Pause the queues with too many unfinished messages; resume the others."""
         limit = self._config.max_in_flight_per_queue
         for lane in self._lanes.values():
             lane.settle()
@@ -337,9 +320,6 @@ class ConsumeLoop:
             elif lane.paused and in_flight < limit // 2:
                 lane.paused = False
         stop = {key for key, lane in self._lanes.items() if lane.paused}
-        if self._priority is not None:
-            self._priority.update()
-            stop |= self._priority.held & self._lanes.keys()
         to_pause = [TopicPartition(*key) for key in stop - self._stopped]
         to_resume = [TopicPartition(*key) for key in self._stopped - stop]
         self._stopped = stop

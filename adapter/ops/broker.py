@@ -138,6 +138,10 @@ SINGLE_NODE_SETTINGS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
+    # A share consumer gets its partitions one heartbeat after it joins: 1 s, not 5 s, so a
+    # 5.x consumer started a moment before a message is due receives it on time.
+    "group.share.min.heartbeat.interval.ms": "1000",
+    "group.share.heartbeat.interval.ms": "1000",
     "group.initial.rebalance.delay.ms": "0",
     "message.max.bytes": str(5 * 1024 * 1024),
     "log.retention.hours": "72",

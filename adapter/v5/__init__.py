@@ -3,8 +3,9 @@
 Reproduces ``rocketmq``'s producer and consumer public names, with the same constructors,
 properties, enum members and return types: ``Producer``, ``Transaction``,
 ``TransactionChecker``, ``TransactionResolution``, ``SimpleConsumer`` (on a Kafka share
-group), ``PushConsumer``, ``MessageListener`` and ``ConsumeResult`` (on the 2.0 consumer's
-core), ``FilterExpression``, ``FilterType``, ``Message``, ``SendReceipt``,
+group), ``PushConsumer`` (a ``SimpleConsumer`` with a listener), ``LitePushConsumer`` (lite
+topics, records of their parent topic), ``MessageListener`` and ``ConsumeResult``,
+``FilterExpression``, ``FilterType``, ``Message``, ``SendReceipt``,
 ``ClientConfiguration`` and ``Credentials``; the exceptions are in :mod:`adapter.v5.exception`
 (``rocketmq.v5.exception``). Endpoints are Kafka bootstrap servers. Underneath are the 2.0
 client's send core and transactional producer, so messages and transactions of both clients
@@ -18,16 +19,17 @@ consumer group, one message at a time per message group: ``fifo_consumer`` (the 
 ``fifo_note`` (what a partition's next owner is told in the commit's metadata).
 
 Priority messages (``Message.priority``, RIP-80) go to their band of a topic made for
-priorities, a Kafka topic per band (:mod:`adapter.priorities`); the ``PushConsumer`` takes a
-backlog's higher bands first, the ``SimpleConsumer`` takes every band in no priority order.
+priorities, a Kafka topic per band (:mod:`adapter.priorities`); both consumers take a
+backlog's higher bands first.
 
-Known gaps: no lite clients. Each module lists its own differences.
+Known gaps: each module lists its own differences.
 """
 
 from __future__ import annotations
 
 from adapter.v5.client_configuration import ClientConfiguration, Credentials
 from adapter.v5.filter_expression import FilterExpression, FilterType
+from adapter.v5.lite_push_consumer import LitePushConsumer
 from adapter.v5.message import Message
 from adapter.v5.message_listener import ConsumeResult, MessageListener
 from adapter.v5.producer import Producer
@@ -40,6 +42,7 @@ __all__ = [
     "Producer",
     "SimpleConsumer",
     "PushConsumer",
+    "LitePushConsumer",
     "MessageListener",
     "ConsumeResult",
     "FilterExpression",

@@ -110,11 +110,11 @@ class TooManyRequestsException(ClientException):
 
 
 class LiteTopicQuotaExceededException(ClientException):
-    """Kept for import compatibility (lite topics are not supported)."""
+    """Kept for import compatibility: lite topics cost Kafka nothing, so there is no quota."""
 
 
 class LiteSubscriptionQuotaExceededException(ClientException):
-    """Kept for import compatibility (lite topics are not supported)."""
+    """A ``LitePushConsumer`` subscribed as many lite topics as its quota allows."""
 
 
 class RequestHeaderFieldsTooLargeException(ClientException):

@@ -50,7 +50,7 @@ from adapter.logs import RepeatLimiter, shape
 from adapter.message_filter import MessageFilter, admits
 from adapter.v5.exception import InternalErrorException
 from adapter.v5.fetched import received
-from adapter.v5.fifo_book import FifoBook, Handed
+from adapter.v5.fifo_book import MAX_INVISIBLE_S, FifoBook, Handed
 from adapter.v5.message import Message
 
 __all__ = ["FifoReader", "message_group"]
@@ -116,6 +116,10 @@ class FifoReader:
         self._thread.start()
 
     # -- what the consumer asks -----------------------------------------------------------------
+
+    @property
+    def longest_s(self) -> float:
+        return MAX_INVISIBLE_S
 
     def check_duration(self, invisible_s: float) -> float:
         return self.book.check_duration(invisible_s)

@@ -2,19 +2,22 @@
 
 Reproduces ``rocketmq.v5.model.Message`` of rocketmq-python-client 5.1: an empty constructor,
 then properties with setters (``topic``, ``body``, ``tag``, ``keys``, ``message_group``,
-``delivery_timestamp``, ``priority``) and ``add_property(key, value)``; the setters refuse what
-the 5.x setters refuse, with the same rules (a topic matching ``^[%a-zA-Z0-9_-]+$``, a tag
-without ``|``, no blank key or property, a priority of 0 or more, and no two of
-``message_group``, ``delivery_timestamp`` and a priority above 0 together).
+``delivery_timestamp``, ``priority``, ``lite_topic``) and ``add_property(key, value)``; the
+setters refuse what the 5.x setters refuse, with the same rules (a topic matching
+``^[%a-zA-Z0-9_-]+$``, a tag without ``|``, no blank key or property, a priority of 0 or more,
+and no two of ``message_group``, ``delivery_timestamp``, ``lite_topic`` and a priority above 0
+together).
 Assigning ``keys`` adds to the keys, as in 5.x. ``send`` sets ``message_id`` and
-``message_type`` (1 NORMAL, 2 FIFO, 3 DELAY, 4 TRANSACTION, 6 PRIORITY), as the 5.x producer
-does.
+``message_type`` (1 NORMAL, 2 FIFO, 3 DELAY, 4 TRANSACTION, 5 LITE, 6 PRIORITY), as the 5.x
+producer does.
 
 On Kafka a 5.x message is the same record as a 2.0 one (:mod:`adapter.properties`): the body
 is the value; ``UNIQ_KEY`` (the message id), ``TAGS``, ``KEYS`` (space-separated) and the
 user properties are headers; ``message_group`` is the ``__SHARDINGKEY`` property, as the 5.x
 proxy stores it; ``priority`` is the ``__PRIORITY`` property, and the message goes to its
-priority's band (:mod:`adapter.priorities`). So 2.0 consumers, plain Kafka readers and Spark
+priority's band (:mod:`adapter.priorities`); ``lite_topic`` is the ``__LITE_TOPIC`` property and
+the record's key, so one lite topic's messages share a queue, in order
+(:mod:`adapter.v5.lite_push_consumer`). So 2.0 consumers, plain Kafka readers and Spark
 read it unchanged.
 
 ``delivery_timestamp`` becomes whole epoch milliseconds at the setter: a value under 10^11 is
@@ -23,7 +26,7 @@ not positive and finite, or one in micro- or nanoseconds is refused there. 5.x p
 into a protobuf ``Timestamp`` and fails at send on a float; here ``time.time() + 10`` works.
 A received timer message has its ``delivery_timestamp`` (from ``TIMER_DELIVER_MS``).
 
-Known gaps: ``lite_topic`` (a 5.1.2 addition) is not provided. A ``priority`` that is not an
+Known gaps: a ``priority`` that is not an
 int (or is a bool) is refused at the setter, where 5.x fails at send. Properties named like the
 system's (``UNIQ_KEY``, ``TAGS``, ``__SHARDINGKEY``, ``__PRIORITY``, ``TIMER_DELIVER_MS``, ...)
 are refused at send, where 5.x lets the broker decide. ``keys`` returns a copy of the set (5.x
@@ -33,7 +36,6 @@ bytes (5.x accepts anything and fails later in protobuf).
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Iterable
 from enum import IntEnum
@@ -43,16 +45,15 @@ from adapter import message as wire
 from adapter import naming
 from adapter import properties as prop
 from adapter.exceptions import InvalidNameError
+from adapter.v5.delivery_time import epoch_ms
 from adapter.v5.exception import IllegalArgumentException
 
 __all__ = ["Message", "MessageType"]
 
 _TOPIC_CHARACTERS = "^[%a-zA-Z0-9_-]+$"
-SECONDS_BELOW = 10**11
-"""A ``delivery_timestamp`` under this is in seconds (year 5138 in seconds, 1973 in ms)."""
-MILLISECONDS_BELOW = 10**14
-"""A ``delivery_timestamp`` from this up is in micro- or nanoseconds (year 5138 in ms)."""
-_SYSTEM_PROPERTIES = prop.RESERVED | {prop.SHARDING_KEY, prop.TIMER_DELIVER_MS, prop.PRIORITY}
+_SYSTEM_PROPERTIES = prop.RESERVED | {
+    prop.SHARDING_KEY, prop.TIMER_DELIVER_MS, prop.PRIORITY, prop.LITE_TOPIC,
+}  # fmt: skip
 _KEY_SEPARATOR = " "
 
 
@@ -91,6 +92,7 @@ class Message:
         "_message_group",
         "_delivery_timestamp",
         "_priority",
+        "_lite_topic",
         "_properties",
         "_message_id",
         "_message_type",
@@ -110,6 +112,7 @@ class Message:
         self._message_group: str | None = None
         self._delivery_timestamp: int | None = None
         self._priority: int | None = None
+        self._lite_topic: str | None = None
         self._properties: dict[str, str] = {}
         self._message_id: str | None = None
         self._message_type: int | None = None
@@ -188,6 +191,8 @@ class Message:
             raise _together("message_group", "delivery_timestamp")
         if self._priority:
             raise _together("message_group", "priority")
+        if self._lite_topic:
+            raise _together("message_group", "lite_topic")
         self._message_group = message_group
 
     @property
@@ -202,6 +207,8 @@ class Message:
             raise _together("delivery_timestamp", "message_group")
         if self._priority:
             raise _together("delivery_timestamp", "priority")
+        if self._lite_topic:
+            raise _together("delivery_timestamp", "lite_topic")
         self._delivery_timestamp = (
             None if delivery_timestamp is None else epoch_ms(delivery_timestamp)
         )
@@ -267,8 +274,22 @@ class Message:
         return self._namespace
 
     @property
-    def lite_topic(self) -> None:
-        return None
+    def lite_topic(self) -> str | None:
+        """The lite topic of the parent ``topic`` (RIP-83) the message goes to."""
+        return self._lite_topic
+
+    @lite_topic.setter
+    def lite_topic(self, lite_topic: str) -> None:
+        if _blank(lite_topic):
+            raise IllegalArgumentException("lite_topic has not been set yet.")
+        for other in ("message_group", "delivery_timestamp", "priority"):
+            if getattr(self, f"_{other}"):
+                raise _together("lite_topic", other)
+        try:
+            naming.validate_lite_topic(lite_topic)
+        except InvalidNameError as exc:
+            raise IllegalArgumentException(str(exc)) from exc
+        self._lite_topic = lite_topic
 
     @property
     def priority(self) -> int | None:
@@ -288,6 +309,8 @@ class Message:
             raise _together("priority", "delivery_timestamp")
         if self._message_group:
             raise _together("priority", "message_group")
+        if self._lite_topic:
+            raise _together("priority", "lite_topic")
         self._priority = int(priority)
 
     @property
@@ -305,8 +328,8 @@ class Message:
     def __str__(self) -> str:
         return (
             f"topic:{self._topic}, tag:{self._tag}, message_group:{self._message_group}, "
-            f"priority:{self._priority}, delivery_timestamp:{self._delivery_timestamp}, "
-            f"keys:{set(self._keys)}, "
+            f"lite_topic:{self._lite_topic}, priority:{self._priority}, "
+            f"delivery_timestamp:{self._delivery_timestamp}, keys:{set(self._keys)}, "
             f"properties:{self._properties}"
         )
 
@@ -338,10 +361,11 @@ class Message:
                 )
         if transactional and (
             self._message_group or self._delivery_timestamp or self._priority is not None
-        ):
+            or self._lite_topic
+        ):  # fmt: skip
             raise IllegalArgumentException(
-                "transactional message should not set message_group, delivery_timestamp "
-                "and priority"
+                "transactional message should not set message_group, delivery_timestamp, "
+                "lite and priority"
             )
         if transactional:
             return MessageType.TRANSACTION
@@ -351,6 +375,8 @@ class Message:
             return MessageType.DELAY
         if self._priority is not None:
             return MessageType.PRIORITY
+        if self._lite_topic:
+            return MessageType.LITE
         return MessageType.NORMAL
 
     def to_wire(self, namespace: str = "") -> wire.Message:
@@ -370,6 +396,8 @@ class Message:
             out.put_property(prop.SHARDING_KEY, self._message_group)
         if self._priority is not None:
             out.put_property(prop.PRIORITY, str(self._priority))
+        if self._lite_topic is not None:
+            out.put_property(prop.LITE_TOPIC, self._lite_topic)
         return out
 
     @classmethod
@@ -405,38 +433,13 @@ class Message:
         priority = found.get(prop.PRIORITY)
         if priority and _text(priority).isdigit():
             message._priority = int(_text(priority))
+        lite = found.get(prop.LITE_TOPIC)
+        if lite:
+            message._lite_topic = _text(lite)
         message._properties = {
             name: _text(value) for name, value in found.items() if name not in _SYSTEM_PROPERTIES
         }
         return message
-
-
-def epoch_ms(delivery_timestamp: object) -> int:
-    """A ``delivery_timestamp`` as whole epoch milliseconds: seconds under
-    :data:`SECONDS_BELOW`, milliseconds above, a fraction rounded up (never early);
-    ``IllegalArgumentException`` for anything that is not a positive time in s or ms."""
-    what = f"delivery_timestamp {delivery_timestamp!r}"
-    if isinstance(delivery_timestamp, bool) or not isinstance(delivery_timestamp, numbers.Real):
-        raise IllegalArgumentException(
-            f"{what} must be a number (epoch seconds or milliseconds), not a bool or "
-            f"{type(delivery_timestamp).__name__}"
-        )
-    exact = isinstance(delivery_timestamp, numbers.Integral)
-    number: float | int
-    if isinstance(delivery_timestamp, numbers.Integral):
-        number = int(delivery_timestamp)
-    else:
-        number = float(delivery_timestamp)
-    if not math.isfinite(number):
-        raise IllegalArgumentException(f"{what} must be finite")
-    if number <= 0:
-        raise IllegalArgumentException(f"{what} must be positive (epoch seconds or ms)")
-    if number >= MILLISECONDS_BELOW:
-        raise IllegalArgumentException(
-            f"{what} looks like microseconds or nanoseconds; give epoch ms (or seconds)"
-        )
-    scale = 1000 if number < SECONDS_BELOW else 1
-    return int(number) * scale if exact else math.ceil(number * scale)
 
 
 def _text(value: bytes | str) -> str:

@@ -2,8 +2,8 @@
 
 Reproduces ``rocketmq.v5.consumer.MessageListener`` (an abstract class whose ``consume(message)``
 returns a ``ConsumeResult``) and ``ConsumeResult`` (``SUCCESS`` = 0, ``FAILURE`` = 1) of
-rocketmq-python-client 5.1. :func:`as_status` turns a listener's answer into the 2.0 consumer
-core's ``ConsumeStatus``: only ``SUCCESS`` consumes the message; ``FAILURE``, any other value and
+rocketmq-python-client 5.1. :func:`is_success` reads a listener's answer: only ``SUCCESS``
+consumes the message; ``FAILURE``, any other value and
 an exception have it delivered again later, as the 5.x client does (it logs an exception and
 treats it as a failure).
 
@@ -17,9 +17,7 @@ import logging
 from enum import Enum
 from typing import Any
 
-from adapter.consumer.dispatch import ConsumeStatus
-
-__all__ = ["ConsumeResult", "MessageListener", "as_status"]
+__all__ = ["ConsumeResult", "MessageListener", "is_success", "listen"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +37,22 @@ class MessageListener(metaclass=abc.ABCMeta):
         """Consume ``message`` (an :class:`adapter.v5.Message`); ``SUCCESS`` or ``FAILURE``."""
 
 
-def as_status(result: object) -> ConsumeStatus:
-    """The 2.0 core's status for a listener's answer: ``SUCCESS`` consumes, all else fails."""
+def is_success(result: object) -> bool:
+    """Whether a listener's answer consumes its message: ``SUCCESS`` only."""
     if result is ConsumeResult.SUCCESS:
-        return ConsumeStatus.CONSUME_SUCCESS
+        return True
     if result is not ConsumeResult.FAILURE:
         log.warning("a message listener returned %r, not a ConsumeResult: a failure", result)
-    return ConsumeStatus.RECONSUME_LATER
+    return False
+
+
+def listen(listener: MessageListener, message: Any, who: object) -> bool:
+    """Whether ``listener`` consumed ``message``; an exception is logged (naming ``who``) and
+    is a failure, as the 5.x client treats it."""
+    try:
+        result = listener.consume(message)
+    except Exception:
+        log.exception("%s: the listener raised on %s; it will be delivered again", who,
+                      getattr(message, "message_id", None))  # fmt: skip
+        return False
+    return is_success(result)

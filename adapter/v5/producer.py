@@ -9,15 +9,14 @@ concurrent.futures.Future[SendReceipt]``, ``begin_transaction() -> Transaction``
 
 - A normal send is the 2.0 ``send_sync``: the shared :class:`~adapter.producer.sender.Sender`
   builds the record (body, ``UNIQ_KEY`` = ``message_id``, ``TAGS``, ``KEYS``, properties) and
-  waits for Kafka's acknowledgement (acks=all, idempotent); the send timeout is the
-  configuration's ``request_timeout``.
-- ``message_group`` (FIFO) chooses the queue as the 2.0 ``send_orderly_with_sharding_key``
-  does (RocketMQ's hash of the key over the topic's queues) and keys the record with it: one
-  group's messages are in one partition, in send order.
-- ``send_async`` hands the record to the client and returns a ``Future``; Kafka's delivery
-  report completes it on a callback thread of the producer (not the thread that serves
-  delivery reports), as 5.x completes its futures on a callback executor. ``shutdown()``
-  waits for outstanding sends up to the send timeout and fails the futures still open.
+  waits for Kafka's acknowledgement (acks=all, idempotent) up to ``request_timeout``.
+- ``message_group`` (FIFO) and ``lite_topic`` choose the queue as the 2.0
+  ``send_orderly_with_sharding_key`` does (RocketMQ's hash of the key over the topic's
+  queues) and key the record with it: one group's, or one lite topic's, messages are in one
+  partition, in send order.
+- ``send_async`` returns a ``Future`` that Kafka's delivery report completes on a callback
+  thread of the producer, as 5.x does on its callback executor; ``shutdown()`` waits for
+  outstanding sends up to the send timeout and fails the futures still open.
 - Transactions go through :mod:`adapter.v5.transactional` (the 2.0 transactional producer of
   the topic) and :mod:`adapter.v5.transaction`.
 - A timer message (``delivery_timestamp``) goes through :mod:`adapter.v5.timers`; its receipt
@@ -25,13 +24,13 @@ concurrent.futures.Future[SendReceipt]``, ``begin_transaction() -> Transaction``
 - A ``priority`` message goes to its band of a topic made for priorities (:mod:`adapter.
   priorities`), or to the topic itself when it has no bands; its receipt names the topic.
 
-Known gaps: topics are not checked
-for a message type (5.x brokers refuse, say, a FIFO message on a NORMAL topic): any topic takes
-any type. Normal sends spread over the partitions with librdkafka's sticky partitioner, not
-5.x's round-robin. Retries are librdkafka's, bounded by the send timeout, not 5.x's three
-attempts with back-off. ``startup()`` looks up no routes for ``topics`` (5.x fetches them and
-only logs a failure); with a checker it starts their transactional producers, and fails if
-Kafka cannot be reached. A producer cannot be started again after ``shutdown()``, as in 5.x.
+Known gaps: topics are not checked for a message type (5.x brokers refuse, say, a FIFO message
+on a NORMAL topic). Normal sends spread over the partitions with librdkafka's sticky
+partitioner, not 5.x's round-robin. Retries are librdkafka's, bounded by the send timeout, not
+5.x's three attempts with back-off. ``startup()`` looks up no routes for ``topics`` (5.x
+fetches them and only logs a failure); with a checker it starts their transactional
+producers, and fails if Kafka cannot be reached. A producer cannot be started again after
+``shutdown()``, as in 5.x.
 """
 
 from __future__ import annotations
@@ -316,7 +315,8 @@ class Producer:
         message.message_id = msg_id = new_message_id()
         message.message_type = int(kind)
         wire = message.to_wire(self._configuration.namespace)
-        topic, group, deliver_at = wire.topic, message.message_group, message.delivery_timestamp
+        topic, deliver_at = wire.topic, message.delivery_timestamp
+        group = message.message_group or message.lite_topic  # one queue, in send order
         try:
             if deliver_at:
                 timer = timers.timer_record(sender, wire, msg_id, deliver_at)

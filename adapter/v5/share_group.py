@@ -140,6 +140,26 @@ def attempts_and_limit(broker_max_count: int, asked: int | None) -> tuple[int, i
     return asked, broker_max_count
 
 
+def choose_attempts(group: str, broker_max_count: int, asked: int | None) -> tuple[int, int]:
+    """:func:`attempts_and_limit` for ``group``, logged where it falls short of RocketMQ's
+    (``ValueError`` for more attempts than the broker allows)."""
+    attempts, limit = attempts_and_limit(broker_max_count, asked)
+    if asked is None and attempts < ROCKETMQ_MAX_ATTEMPTS:
+        log.warning(
+            "group %s: max attempts %d, not RocketMQ's %d: the broker allows share groups "
+            "%d deliveries (group.share.max.delivery.count.limit), and two are kept to "
+            "move a message to the dead-letter topic",
+            group, attempts, ROCKETMQ_MAX_ATTEMPTS, broker_max_count,
+        )  # fmt: skip
+    elif limit < attempts + 2:
+        log.warning(
+            "group %s: max attempts %d leave no spare delivery: a consumer that dies while "
+            "moving a message to the dead-letter topic loses it to the broker's limit",
+            group, attempts,
+        )  # fmt: skip
+    return attempts, limit
+
+
 class Verdict(Enum):
     """What a fetched record is for (:func:`judge_delivery`)."""
 
@@ -221,8 +241,11 @@ class Member:
         *,
         lock_ms: int,
         clock: Clock,
+        band: int = 0,
     ) -> None:
         self.index = index
+        self.band = band
+        """The priority band whose Kafka topics it consumes (0: the topics themselves)."""
         self.polling = False
         """Set and cleared by the consumer, under its own lock."""
         self.last_polled = 0.0

@@ -18,8 +18,14 @@ member left unpolled strands its partitions. A record Kafka hands out again whil
 application holds it (its partition's leader moved, which loses the acquisition locks) keeps
 its handle and deadline: the pool acks or releases it through the new fetch.
 
+A topic made for priorities (:mod:`adapter.priorities`) is received highest band first: each
+member serves one band (its Kafka topics), and ``receive`` polls the bands in the order
+:class:`~adapter.priorities.BandTurns` gives, so a lower band's records are fetched only while no
+higher band may hold any (or after a lower band waited ``MAX_HOLD_S``).
+
 Known gaps: a member that joins the group gets its first records a few seconds after it
-subscribes (the share group's assignment). Another process of the group that gets a record
+subscribes (the share group's assignment), so a lower band waits ``JOIN_S`` for a higher band
+that turns out empty. Another process of the group that gets a record
 again after a leader move may show it before its invisible duration ends.
 """
 
@@ -27,11 +33,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from adapter import naming
 from adapter.clock import Clock
 from adapter.config import KafkaSettings
 from adapter.consumer.send_back import SendBack
@@ -49,8 +56,9 @@ from adapter.v5.fetched import Fetched, received
 from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, MARGIN_S, InvisibilityBook, Lease
 from adapter.v5.message import Message
 from adapter.v5.share_group import ACCEPT, RELEASE, Member, Verdict, judge_delivery
+from adapter.v5.share_members import Members
 
-__all__ = ["SharePool", "next_to_poll"]
+__all__ = ["SharePool"]
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +78,6 @@ _LOCK_LOST = (KafkaError.INVALID_RECORD_STATE, KafkaError._STATE)
 
 Filters = Callable[[], Mapping[str, MessageFilter]]
 """The current subscriptions: Kafka topic name -> tag filter."""
-
-
-class _Polled(Protocol):
-    @property
-    def last_polled(self) -> float: ...
 
 
 class SharePool:
@@ -100,7 +103,6 @@ class SharePool:
         self._lock_ms = lock_ms
         self._max_attempts = max_attempts
         self._limit = delivery_limit
-        self._max_consumers = max(1, max_consumers)
         self._send_back = send_back
         self._filters = filters
         self.filtered = 0
@@ -109,7 +111,10 @@ class SharePool:
         self._clock = clock
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._members: dict[int, Member] = {}
+        self._members = Members(
+            make=self._new_member, max_consumers=max_consumers, lock=self._lock, clock=clock,
+            busy=lambda m: m.polling or self._dead.holds(m.index) or self.book.holds(m.index),
+        )  # fmt: skip
         self._dead = DeadLetters(
             group=group, send_back=send_back, max_attempts=max_attempts, limit=delivery_limit,
             clock=clock, timeout_s=timeout_s, lock=self._lock,
@@ -121,6 +126,10 @@ class SharePool:
 
     # -- what the consumer asks -----------------------------------------------------------------
 
+    @property
+    def longest_s(self) -> float:
+        return self.book.longest_s
+
     def check_duration(self, invisible_s: float) -> float:
         return self.book.check_duration(invisible_s)
 
@@ -129,6 +138,7 @@ class SharePool:
         least once."""
         deadline = self._clock.monotonic() + await_s
         polled, slice_s = False, FIRST_SLICE_S
+        tried: set[int] = set()  # bands polled in vain by this receive
         while not self._closing.is_set():
             with self._lock:
                 leases = self.book.hand_out(max_count, invisible_s)
@@ -139,7 +149,7 @@ class SharePool:
             remaining = deadline - self._clock.monotonic()
             if remaining <= 0 and polled:
                 return []
-            member = self._free_member()
+            member = self._members.next_to_poll(self._filters(), tried)
             if member is None:
                 if remaining <= 0:
                     return []
@@ -152,6 +162,7 @@ class SharePool:
             finally:
                 with self._lock:
                     member.polling = False
+            tried.add(member.band)
             slice_s = min(POLL_SLICE_S, slice_s * 2)  # nothing came, or it is handed out above
             if member.fatal is not None:
                 raise _fatal(member.fatal, self._group)
@@ -160,7 +171,7 @@ class SharePool:
     def ack(self, message: Message) -> None:
         with self._lock:
             lease = self.book.settle(message.receipt_handle)
-            member = self._members.get(lease.member)  # type: ignore[call-overload]
+            member = self._members.get(int(lease.member))  # type: ignore[call-overload]
         if member is None:
             raise IllegalStateException("unable to ack message: the consumer has shut down")
         try:
@@ -223,33 +234,20 @@ class SharePool:
     def _handed_out(self) -> bool:
         return self.book.handed_out() > 0
 
-    def _free_member(self) -> Member | None:
-        """A member that holds nothing and is not polling (a new one if the pool allows)."""
-        with self._lock:
-            member = next_to_poll(
-                self._members.values(),
-                lambda m: not (m.polling or self._dead.holds(m.index) or self.book.holds(m.index)),
-            )
-            if member is not None:
-                member.polling = True
-                member.last_polled = self._clock.monotonic()
-                return member
-            if len(self._members) >= self._max_consumers:
-                return None
-            index = len(self._members)
-            member = Member(
-                index, self._kafka, self._group, self._client_id, list(self._filters()),
-                lock_ms=self._lock_ms, clock=self._clock,
-            )  # fmt: skip
-            member.polling = True
-            member.last_polled = self._clock.monotonic()
-            self._members[index] = member
-        log.info("group %s: share consumer %d opened", self._group, index)
-        return member
+    def _new_member(self, index: int, band: int, topics: list[str]) -> Member:
+        log.info("group %s: share consumer %d opened (band %d)", self._group, index, band)
+        return Member(
+            index, self._kafka, self._group, self._client_id, topics,
+            lock_ms=self._lock_ms, clock=self._clock, band=band,
+        )  # fmt: skip
 
     def _poll(self, member: Member, timeout_s: float) -> None:
         filters = dict(self._filters())
-        records, locked_since = member.poll(timeout_s, list(filters))
+        topics = [t for t in filters if naming.priority_band(t) == member.band]
+        if not topics:  # its band was unsubscribed
+            return
+        records, locked_since = member.poll(timeout_s, topics)
+        self._members.polled(member, brought=bool(records))
         lock_until = locked_since + self.book.lock_s - MARGIN_S
         names = [f"{r.topic()}:{r.partition()}:{r.offset()}" for r in records]
         with self._lock:
@@ -374,16 +372,6 @@ class SharePool:
             wait = 0.5 if nearest is None else nearest - self._clock.monotonic()
             if wait > 0 and not self._stopping.is_set():
                 self._wake.wait(min(wait, 0.5))
-
-
-M = TypeVar("M", bound=_Polled)
-
-
-def next_to_poll(members: Iterable[M], free: Callable[[M], bool]) -> M | None:
-    """The free member polled longest ago. A share group assigns each partition to some of
-    its members only, so every member must be polled in turn: the partitions only one of them
-    is assigned are fetched by no other."""
-    return min((m for m in members if free(m)), key=lambda m: m.last_polled, default=None)
 
 
 def _fatal(error: KafkaError, group: str) -> ClientException:

@@ -65,8 +65,8 @@ from adapter.v5.filter_expression import FilterExpression
 from adapter.v5.message import Message
 from adapter.v5.share_group import (
     ROCKETMQ_MAX_ATTEMPTS,
-    attempts_and_limit,
     broker_limits,
+    choose_attempts,
     configure_group,
     group_in_the_way,
 )
@@ -87,6 +87,8 @@ class Engine(Protocol):
 
     @property
     def filtered(self) -> int: ...
+    @property
+    def longest_s(self) -> float: ...
     def check_duration(self, invisible_s: float) -> float: ...
     def receive(self, max_count: int, invisible_s: float, await_s: float) -> list[Message]: ...
     def ack(self, message: Message) -> None: ...
@@ -337,6 +339,12 @@ class SimpleConsumer:
         return self._pool.filtered if self._pool is not None else 0
 
     @property
+    def longest_invisible_duration(self) -> float:
+        """The longest invisible duration a receive may ask, in seconds (adapter extension;
+        for a share group, its record lock less a margin)."""
+        return self._open("simple consumer is not running").longest_s
+
+    @property
     def max_attempts(self) -> int:
         """Deliveries before a message goes to ``%DLQ%<group>`` (adapter extension)."""
         return self._max_attempts
@@ -418,26 +426,10 @@ class SimpleConsumer:
         return asked
 
     def _choose_attempts(self, broker_max_count: int) -> tuple[int, int]:
-        """Max attempts and the share group's delivery count limit, logged where they fall
-        short of RocketMQ's."""
         try:
-            attempts, limit = attempts_and_limit(broker_max_count, self._max_attempts_asked)
+            return choose_attempts(self._group, broker_max_count, self._max_attempts_asked)
         except ValueError as exc:
             raise IllegalArgumentException(str(exc)) from None
-        if self._max_attempts_asked is None and attempts < ROCKETMQ_MAX_ATTEMPTS:
-            log.warning(
-                "group %s: max attempts %d, not RocketMQ's %d: the broker allows share groups "
-                "%d deliveries (group.share.max.delivery.count.limit), and two are kept to "
-                "move a message to the dead-letter topic",
-                self._group, attempts, ROCKETMQ_MAX_ATTEMPTS, broker_max_count,
-            )  # fmt: skip
-        elif limit < attempts + 2:
-            log.warning(
-                "group %s: max attempts %d leave no spare delivery: a consumer that dies while "
-                "moving a message to the dead-letter topic loses it to the broker's limit",
-                self._group, attempts,
-            )  # fmt: skip
-        return attempts, limit
 
     def _submit(self, call: Callable[..., R], *args: Any) -> Future[R]:
         callbacks = self._callbacks

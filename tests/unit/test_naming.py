@@ -115,3 +115,9 @@ def test_a_namespaced_name_splits_back_into_its_namespace_and_name(
 def test_a_namespace_rocketmq_would_refuse_is_refused(namespace: str) -> None:
     with pytest.raises(InvalidNameError, match="namespace"):
         naming.with_namespace(namespace, "Orders")
+
+
+def test_the_band_of_a_kafka_topic_is_its_priority_suffix_or_0() -> None:
+    assert naming.priority_band("Orders.priority-3") == 3
+    assert naming.priority_band("Orders") == 0
+    assert naming.priority_band("Orders.priority-03") == 0, "not a name a band is given"

@@ -7,7 +7,7 @@ import pytest
 
 from adapter import naming
 from adapter.exceptions import InvalidNameError
-from adapter.priorities import BandGate, band_for
+from adapter.priorities import BandGate, BandTurns, band_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -83,3 +83,36 @@ def test_a_band_that_catches_up_starts_its_wait_afresh() -> None:
     assert gate.open_bands({0: True, 1: False}, now=8.0) == {0, 1}
     assert gate.open_bands({0: True, 1: True}, now=9.0) == {1}
     assert gate.open_bands({0: True, 1: True}, now=18.9) == {1}
+
+
+def test_a_band_not_polled_yet_holds_the_lower_ones_back() -> None:
+    turns = BandTurns()
+
+    assert turns.order({0, 2}, now=0.0) == [2]
+
+
+def test_a_joining_band_holds_the_lower_ones_until_it_has_had_time_to_join() -> None:
+    turns = BandTurns(join_s=6.0)
+    turns.polled(2, 0.0, brought=False)
+
+    assert turns.order({0, 2}, now=5.0) == [2]
+    assert turns.order({0, 2}, now=6.5) == [2, 0], "empty after joining: both, highest first"
+
+
+def test_a_band_that_brought_records_lingers_then_lets_the_lower_ones_through() -> None:
+    turns = BandTurns(linger_s=0.5)
+    turns.polled(2, 0.0, brought=True)
+    turns.polled(2, 0.3, brought=False)
+
+    assert turns.order({0, 2}, now=0.4) == [2]
+    assert turns.order({0, 2}, now=0.6) == [2, 0]
+
+
+def test_a_lower_band_held_too_long_gets_its_turn() -> None:
+    turns = BandTurns(gate=BandGate(max_hold_s=10.0, grace_s=1.0))
+    orders = []
+    for second in range(12):
+        turns.polled(1, float(second), brought=True)
+        orders.append(turns.order({0, 1}, now=float(second)))
+    assert orders[:10] == [[1]] * 10
+    assert orders[10] == [1, 0], "after 10 s held, band 0 is polled too (for a second)"

@@ -1,5 +1,5 @@
 """Factories for the 5.x client's integration tests: a started ``adapter.v5.Producer``,
-``SimpleConsumer`` and ``PushConsumer``."""
+``SimpleConsumer``, ``PushConsumer`` and ``LitePushConsumer``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from adapter.v5 import (
     ClientConfiguration,
     Credentials,
     FilterExpression,
+    LitePushConsumer,
     MessageListener,
     Producer,
     PushConsumer,
@@ -73,6 +74,31 @@ def make_push_consumer(system_topics: str) -> Iterator[MakePushConsumer]:
     ) -> PushConsumer:
         config = ClientConfiguration(system_topics, Credentials())
         consumer = PushConsumer(config, group, listener, subscription, **extensions)
+        consumer.startup()
+        consumers.append(consumer)
+        return consumer
+
+    yield make
+    for consumer in consumers:
+        if consumer.is_running:
+            consumer.shutdown()
+
+
+MakeLiteConsumer = Callable[..., LitePushConsumer]
+
+
+@pytest.fixture
+def make_lite_consumer(system_topics: str) -> Iterator[MakeLiteConsumer]:
+    """Factory: ``make_lite_consumer(group, bind_topic, listener, **extensions)``, a started
+    5.x ``LitePushConsumer`` on the test broker, shut down after the test unless the test
+    did."""
+    consumers: list[LitePushConsumer] = []
+
+    def make(
+        group: str, bind_topic: str, listener: MessageListener, **extensions: Any
+    ) -> LitePushConsumer:
+        config = ClientConfiguration(system_topics, Credentials())
+        consumer = LitePushConsumer(config, group, bind_topic, listener, **extensions)
         consumer.startup()
         consumers.append(consumer)
         return consumer

@@ -205,26 +205,46 @@ def test_the_fifo_producer_example_sends_its_message_in_its_group_s_queue(
     assert record.partition() == queue_for_sharding_key("your-message-group0", 4)
 
 
-def test_the_push_consumer_example_consumes_what_is_sent(own_kafka, tmp_path) -> None:
-    """On a broker of its own: the simple consumer example's share group is also named
-    "consumer-group", and Kafka keeps share and consumer group names in one namespace."""
+def test_the_simple_and_push_consumer_examples_share_their_group_s_progress(
+    own_kafka, tmp_path
+) -> None:
+    """Upstream's simple and push consumer examples both use "consumer-group", as RocketMQ 5
+    allows: what the simple consumer acked, the push consumer does not get again; what came
+    after, it gets. On a broker of its own, where that group is new."""
     from adapter.v5 import ClientConfiguration, Credentials, Message, Producer
 
     bootstrap = own_kafka.bootstrap
     init_system_topics(bootstrap, DelayLevels.parse())
     ensure_topic(clients.admin({"bootstrap.servers": bootstrap}), TOPIC)
-    example = Example("push_consumer_example.py", bootstrap, tmp_path)
     producer = Producer(ClientConfiguration(bootstrap, Credentials()), (TOPIC,))
     producer.startup()
-    try:
+
+    def send(body: bytes) -> str:
         message = Message()
-        message.topic, message.body = TOPIC, b"hello, push consumer."
-        sent = producer.send(message)
-        example.printed(f"consume message, topic:{TOPIC}, message_id: {sent.message_id}.")
+        message.topic, message.body = TOPIC, body
+        return producer.send(message).message_id
+
+    try:
+        acked = [send(b"for the simple consumer %d" % n) for n in range(3)]
+        simple = Example("simple_consumer_example.py", bootstrap, tmp_path)
+        try:
+            for message_id in acked:
+                simple.printed(f"ack message:[{message_id}].")
+        finally:
+            simple.process.kill()  # it receives forever, as upstream's does
+            simple.process.wait(10)
+        left = [send(b"for the push consumer %d" % n) for n in range(3)]
+        push = Example("push_consumer_example.py", bootstrap, tmp_path)
+        for message_id in left:
+            push.printed(f"message_id: {message_id}.")
+        time.sleep(3)  # time enough for any acked message to come back, were it to
     finally:
         producer.shutdown()
-    example.press_enter()
-    example.finish()  # upstream's example leaves without shutdown(): the process must still end
+    push.press_enter()
+    output = push.finish()  # upstream's example leaves without shutdown(): the process must end
+
+    assert not [message_id for message_id in acked if message_id in output]
+    assert "exception" not in "".join(simple.lines)
 
 
 def test_the_delay_producer_example_s_message_arrives_ten_seconds_later_not_before(
@@ -265,3 +285,39 @@ def test_the_priority_producer_example_sends_each_priority_to_its_band(
         priorities = {int(dict(r.headers())[prop.PRIORITY]) for r in records}
         assert priorities == {p for p in range(10) if min(p, 4) == band}
         assert {r.value() for r in records} == {b"hello, rocketmq."}
+
+
+def test_the_lite_producer_example_sends_each_lite_topic_to_its_queue(
+    example_topic: str, admin: AdminClient, tmp_path
+) -> None:
+    ensure_topic(admin, "parent-topic")
+    example = Example("lite_producer_example.py", example_topic, tmp_path)
+    sent = example.printed("send message success", count=10)
+    example.finish()
+
+    ids = {MESSAGE_ID.search(line).group(1) for line in sent}  # type: ignore[union-attr]
+    records = records_with_ids(example_topic, "parent-topic", ids)
+    assert {dict(r.headers())[prop.LITE_TOPIC]: r.partition() for r in records} == {
+        f"lite-test-{n}".encode(): queue_for_sharding_key(f"lite-test-{n}", 4) for n in range(10)
+    }
+
+
+def test_the_lite_push_consumer_example_receives_only_its_lite_topics(
+    example_topic: str, make_v5_producer, tmp_path
+) -> None:
+    from adapter.v5 import Message
+
+    example = Example("lite_push_consumer_example.py", example_topic, tmp_path)
+    example.printed("Please Enter to Stop the Application.")  # subscribed by then
+    producer = make_v5_producer(TOPIC)
+    for lite_topic in ("lite-test-3", "lite-test-42", "lite-test-7"):
+        message = Message()
+        message.topic, message.lite_topic, message.body = TOPIC, lite_topic, b"hello, lite."
+        producer.send(message)
+    example.printed("lite_topic:lite-test-3")
+    example.printed("lite_topic:lite-test-7")
+    time.sleep(1)
+    example.press_enter()
+    output = example.finish()  # upstream's example leaves without shutdown(): the process must end
+
+    assert "lite-test-42" not in output

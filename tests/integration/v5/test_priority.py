@@ -1,6 +1,6 @@
 """Priority messages (RIP-80) on a real broker: a backlog of low and high priorities reaches a
-5.x ``PushConsumer`` highs first, each priority in send order; a message lands in its band; a
-``SimpleConsumer`` receives every band (in no priority order)."""
+5.x ``PushConsumer`` and a ``SimpleConsumer`` highs first, each priority in send order; a message
+lands in its band; a ``SimpleConsumer`` receives every band."""
 
 from __future__ import annotations
 
@@ -93,6 +93,33 @@ def test_a_backlog_s_highs_arrive_before_its_lows_each_priority_in_order(
     assert {priority for priority, _ in arrived[:HIGHS]} == {9}
     assert [body for _, body in arrived[HIGHS:]] == [b"low %d" % i for i in range(LOWS)]
     assert len(arrived) == LOWS + HIGHS
+
+
+def test_a_simple_consumer_receives_a_backlog_s_highs_before_its_lows(
+    make_priority_topic,
+    make_v5_producer: MakeV5Producer,
+    make_simple_consumer: MakeSimpleConsumer,
+    new_group,
+) -> None:
+    topic = make_priority_topic(3)
+    producer = make_v5_producer(topic)
+    lows = [producer.send_async(prioritised(topic, b"low %d" % i, 0)) for i in range(LOWS)]
+    highs = [producer.send_async(prioritised(topic, b"high %d" % i, 9)) for i in range(HIGHS)]
+    for future in lows + highs:
+        future.result(timeout=30)
+    consumer = make_simple_consumer(new_group(), {topic: FilterExpression()})
+
+    arrived: list[bytes] = []
+
+    def every_message() -> bool:
+        for message in consumer.receive(32, 5):
+            consumer.ack(message)
+            arrived.append(message.body or b"")
+        return len(arrived) >= LOWS + HIGHS
+
+    wait_until(every_message, timeout=90, what="the whole backlog")
+    assert arrived[:HIGHS] == [b"high %d" % i for i in range(HIGHS)]
+    assert sorted(arrived[HIGHS:]) == sorted(b"low %d" % i for i in range(LOWS))
 
 
 def test_a_priority_goes_to_the_highest_band_not_above_it(

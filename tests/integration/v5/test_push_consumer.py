@@ -1,4 +1,4 @@
-"""The 5.x ``PushConsumer`` on a real broker, run by the 2.0 consumer's core: a message once
+"""The 5.x ``PushConsumer`` on a real broker, a ``SimpleConsumer`` with a listener: a message once
 with its fields (also one the 2.0 client sent), a failure delivered again with
 ``delivery_attempt`` + 1, the dead-letter topic after the last attempt, tag filters, and FIFO
 groups in order with a failing message holding back its own partition only."""

@@ -12,8 +12,9 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.message import ReceivedMessage
 from adapter.v5 import Message
+from adapter.v5.delivery_time import SECONDS_BELOW
 from adapter.v5.exception import IllegalArgumentException
-from adapter.v5.message import SECONDS_BELOW, MessageType
+from adapter.v5.message import MessageType
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -274,6 +275,42 @@ def test_a_received_message_reads_back_as_the_5x_message_that_was_sent() -> None
     assert message.message_group == "order-42"
     assert message.properties == {"amount": "30"}
     assert message.born_timestamp == 1_700_000_000_000
+
+
+@pytest.mark.parametrize("other", ["message_group", "delivery_timestamp", "priority"])
+def test_a_lite_topic_excludes_a_group_a_delivery_time_and_a_priority(other: str) -> None:
+    value = {"message_group": "g", "delivery_timestamp": 1_900_000_000, "priority": 3}[other]
+    lite = order()
+    lite.lite_topic = "chat-1"
+    with pytest.raises(IllegalArgumentException, match="same time"):
+        setattr(lite, other, value)
+    first = order()
+    setattr(first, other, value)
+    with pytest.raises(IllegalArgumentException, match="same time"):
+        first.lite_topic = "chat-1"
+
+
+def test_a_lite_topic_must_be_a_short_name_and_not_blank() -> None:
+    with pytest.raises(IllegalArgumentException, match="not been set"):
+        order().lite_topic = " "
+    with pytest.raises(IllegalArgumentException, match="max length 64"):
+        order().lite_topic = "x" * 65
+    with pytest.raises(IllegalArgumentException, match="illegal characters"):
+        order().lite_topic = "chat/1"
+
+
+def test_a_lite_message_is_lite_keyed_by_its_lite_topic_and_reads_back_so() -> None:
+    lite = order()
+    lite.lite_topic = "chat-1"
+    assert lite.type_for_send(transactional=False, max_body_size=MAX) is MessageType.LITE
+    with pytest.raises(IllegalArgumentException, match="lite"):
+        lite.type_for_send(transactional=True, max_body_size=MAX)
+    wire = lite.to_wire()
+    assert wire.properties[prop.LITE_TOPIC] in ("chat-1", b"chat-1")
+
+    back = Message.from_received(received_on("Orders", [(prop.LITE_TOPIC, b"chat-1")]))
+    assert back.lite_topic == "chat-1"
+    assert back.properties == {}
 
 
 def test_message_type_descriptions_are_those_of_5x() -> None:

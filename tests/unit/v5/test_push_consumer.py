@@ -1,11 +1,11 @@
-"""What a 5.x ``PushConsumer`` refuses before it reaches Kafka, and how a listener's answer
-becomes the 2.0 core's status."""
+"""What a 5.x ``PushConsumer`` refuses before it reaches Kafka, which listener answers consume
+a message, and how long a failed one waits."""
 
 from __future__ import annotations
 
 import pytest
 
-from adapter.consumer.dispatch import ConsumeStatus
+from adapter.delay import DelayLevels
 from adapter.v5 import (
     ClientConfiguration,
     ConsumeResult,
@@ -19,7 +19,8 @@ from adapter.v5.exception import (
     BadRequestException,
     IllegalArgumentException,
 )
-from adapter.v5.message_listener import as_status
+from adapter.v5.message_listener import is_success
+from adapter.v5.push_consumer import retry_delay_s
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -32,10 +33,16 @@ class Accepting(MessageListener):
 
 
 def test_only_success_consumes_a_message() -> None:
-    assert as_status(ConsumeResult.SUCCESS) is ConsumeStatus.CONSUME_SUCCESS
-    assert as_status(ConsumeResult.FAILURE) is ConsumeStatus.RECONSUME_LATER
-    assert as_status(None) is ConsumeStatus.RECONSUME_LATER
-    assert as_status(True) is ConsumeStatus.RECONSUME_LATER
+    assert is_success(ConsumeResult.SUCCESS)
+    assert not is_success(ConsumeResult.FAILURE)
+    assert not is_success(None)
+    assert not is_success(True)
+
+
+def test_a_failed_delivery_waits_its_attempt_s_delay_level_as_rocketmq_s_proxy_says() -> None:
+    levels = DelayLevels.parse("1s 5s 10s")
+
+    assert [retry_delay_s(n, levels) for n in (1, 2, 3, 4, 16)] == [1.0, 5.0, 10.0, 10.0, 10.0]
 
 
 def test_a_listener_and_a_subscription_are_required_as_in_5x() -> None:

@@ -127,6 +127,7 @@ def test_the_package_exports_the_5x_producer_and_simple_consumer_names() -> None
         *FIVE_X,
         "SimpleConsumer",
         "PushConsumer",
+        "LitePushConsumer",
         "MessageListener",
         "ConsumeResult",
         "FilterType",
@@ -135,7 +136,29 @@ def test_the_package_exports_the_5x_producer_and_simple_consumer_names() -> None
     }
 
 
-CONSUMERS = {"SimpleConsumer": SIMPLE_CONSUMER, "PushConsumer": PUSH_CONSUMER}
+LITE_PUSH_CONSUMER = (
+    "(client_configuration, consumer_group, bind_topic, message_listener=None, "
+    "max_cache_message_count=1024, max_cache_message_size=67108864, "
+    "consumption_thread_count=20, tls_enable=False)",
+    {
+        "startup",
+        "shutdown",
+        "subscribe",
+        "unsubscribe",
+        "subscribe_lite",
+        "unsubscribe_lite",
+        "consumer_group",
+        "is_running",
+        "client_id",
+    },
+)
+
+
+CONSUMERS = {
+    "SimpleConsumer": SIMPLE_CONSUMER,
+    "PushConsumer": PUSH_CONSUMER,
+    "LitePushConsumer": LITE_PUSH_CONSUMER,
+}
 
 
 @pytest.mark.parametrize("name", sorted(CONSUMERS))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapter.v5.share_pool import next_to_poll
+from adapter.v5.share_members import next_to_poll
 
 pytestmark = pytest.mark.timeout(30)
 
