@@ -19,13 +19,13 @@ from confluent_kafka import KafkaException
 
 from adapter.exceptions import (
     AdapterError,
-    DeliveryError,
     InvalidMessageError,
     InvalidNameError,
     MessageTooLargeError,
 )
 from adapter.kafka.metadata import MissingTopic
 from adapter.proxy.protocol import Code, definition
+from adapter.v5.exception import translate
 
 __all__ = ["Code", "ProxyError", "code_name", "of_exception", "status"]
 
@@ -54,6 +54,15 @@ def status(code: int = Code.OK, message: str = "OK") -> Any:
     return definition.Status(code=code, message=message)
 
 
+def _code_of_failure(exc: AdapterError, what: str) -> int:
+    """The code of a failure of the cores, as ``adapter.v5`` tells it to its applications
+    (a timeout is ``PROXY_TIMEOUT``, as RocketMQ's proxy answers a broker that did not reply
+    in time; a refused authorisation ``FORBIDDEN``; a full queue ``TOO_MANY_REQUESTS``);
+    ``INTERNAL_SERVER_ERROR`` for the rest."""
+    code = translate(exc, what).code
+    return Code.INTERNAL_SERVER_ERROR if code in (None, Code.INTERNAL_ERROR) else int(code)
+
+
 def of_exception(exc: BaseException, what: str) -> ProxyError:
     """The code an exception of the adapter's cores (or Kafka's) is answered with."""
     if isinstance(exc, ProxyError):
@@ -67,8 +76,9 @@ def of_exception(exc: BaseException, what: str) -> ProxyError:
         return ProxyError(Code.ILLEGAL_TOPIC, text)
     if isinstance(exc, InvalidMessageError):
         return ProxyError(Code.BAD_REQUEST, text)
-    if isinstance(exc, (DeliveryError, KafkaException)):
-        return ProxyError(Code.INTERNAL_SERVER_ERROR, text)
     if isinstance(exc, AdapterError):
-        return ProxyError(Code.INTERNAL_SERVER_ERROR, text)
+        return ProxyError(_code_of_failure(exc, what), text)
+    if isinstance(exc, KafkaException):
+        wrapped = AdapterError(str(exc), kafka_error=exc.args[0] if exc.args else None)
+        return ProxyError(_code_of_failure(wrapped, what), text)
     return ProxyError(Code.INTERNAL_SERVER_ERROR, f"{what}: {type(exc).__name__}: {exc}")

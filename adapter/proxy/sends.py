@@ -138,7 +138,7 @@ class Sends:
             return entry
         except Exception as exc:  # noqa: BLE001 - each entry answers for itself
             error = codes.of_exception(exc, f"send {message_id or 'message'}")
-            if error.code == Code.INTERNAL_SERVER_ERROR:
+            if error.code in (Code.INTERNAL_SERVER_ERROR, Code.PROXY_TIMEOUT):
                 log.warning("%s", error)
             return service.SendResultEntry(
                 status=codes.status(error.code, error.message), message_id=message_id

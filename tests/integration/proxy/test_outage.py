@@ -57,10 +57,7 @@ def test_a_send_while_kafka_is_frozen_fails_by_its_deadline_and_other_calls_are_
                 time.sleep(0.5)
             answer = pending.result(timeout=30)  # the send timeout (3 s), not a hang
             status = answer.entries[0].status
-            assert (status.code, "timed out" in status.message) == (
-                Code.INTERNAL_SERVER_ERROR,
-                True,
-            )
+            assert (status.code, "timed out" in status.message) == (Code.PROXY_TIMEOUT, True)
         wait_until(
             lambda: send(stub, topic, b"back", timeout=10) == Code.OK,
             timeout=60,
