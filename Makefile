@@ -32,7 +32,8 @@ test: install jars lint docs browser-deps
 	$(WITH_KAFKA) $(PY) -m pytest tests -m "not cluster and not long" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # A broker outage of a minute, a proxy killed mid-burst, a timer a minute ahead, the Java
-# client's consumers through the proxy: a few minutes.
+# client's consumers through the proxy, Spark drivers killed and on a standalone cluster: about
+# ten minutes (they keep `make test` near 15).
 test-long: install jars
 	$(WITH_KAFKA) $(PY) -m pytest tests -m "long and not cluster" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

@@ -38,6 +38,7 @@ def retried_send(producer, topic: str, body: str) -> bool:  # type: ignore[no-un
     return True
 
 
+@pytest.mark.long  # half a minute: a broker stopped and started
 def test_a_consumer_survives_a_broker_restart_without_losing_or_repeating_committed_work(
     own_kafka: Broker, make_producer, make_consumer, new_group
 ) -> None:

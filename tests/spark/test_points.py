@@ -155,6 +155,7 @@ def test_each_committed_payment_is_credited_once_and_nothing_else_is(
     assert third.balances == expected_balances(committed + later)
 
 
+@pytest.mark.long  # a minute: a driver killed and started again
 def test_a_driver_killed_mid_stream_restarts_from_its_checkpoint_with_an_exact_ledger(
     spark: SparkSession,
     job_config: Callable[..., SparkJobConfig],
@@ -217,6 +218,7 @@ def test_a_driver_killed_mid_stream_restarts_from_its_checkpoint_with_an_exact_l
     assert result.credited == len(everything)
 
 
+@pytest.mark.long  # a minute: a standalone master and worker start
 def test_the_points_job_runs_unchanged_on_a_standalone_cluster_with_the_same_ledger(
     spark: SparkSession,
     job_config: Callable[..., SparkJobConfig],

@@ -141,6 +141,7 @@ def test_outside_a_checkout_the_jars_are_fetched_into_the_user_cache_once(
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.long  # about 45 s: a driver JVM started and awaited
 def test_a_job_returns_only_once_its_driver_jvm_has_exited(
     system_topics: str, new_topic: Any, children: Any, tmp_path: Path
 ) -> None:

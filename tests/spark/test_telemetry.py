@@ -87,6 +87,7 @@ def expected_timer_lateness(bootstrap: str, topic: str, ids: set[str]) -> list[i
     return lateness
 
 
+@pytest.mark.long  # about a minute: two jobs and the report
 def test_telemetry_numbers_for_a_known_input_and_the_demo_report(
     spark: SparkSession,
     job_config: Callable[..., SparkJobConfig],

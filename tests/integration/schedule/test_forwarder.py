@@ -449,6 +449,7 @@ def test_a_timer_dated_absurdly_far_ahead_is_parked_instead_of_hopping_every_two
     assert "1000 days ahead" in dict(parked.headers())["reason"].decode()
 
 
+@pytest.mark.long  # half a minute: a grace waited out
 def test_records_whose_topic_is_missing_do_not_hold_their_level_and_are_parked_after_a_grace(
     clock_kafka: str, make_producer
 ) -> None:

@@ -205,6 +205,7 @@ def test_the_fifo_producer_example_sends_its_message_in_its_group_s_queue(
     assert record.partition() == queue_for_sharding_key("your-message-group0", 4)
 
 
+@pytest.mark.long  # about a minute: two example programs in turn
 def test_the_simple_and_push_consumer_examples_share_their_group_s_progress(
     own_kafka, tmp_path
 ) -> None:
