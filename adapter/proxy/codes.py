@@ -54,11 +54,11 @@ def status(code: int = Code.OK, message: str = "OK") -> Any:
     return definition.Status(code=code, message=message)
 
 
-def _code_of_failure(exc: AdapterError, what: str) -> int:
-    """The code of a failure of the cores, as ``adapter.v5`` tells it to its applications
-    (a timeout is ``PROXY_TIMEOUT``, as RocketMQ's proxy answers a broker that did not reply
-    in time; a refused authorisation ``FORBIDDEN``; a full queue ``TOO_MANY_REQUESTS``);
-    ``INTERNAL_SERVER_ERROR`` for the rest."""
+def _code_of_failure(exc: BaseException, what: str) -> int:
+    """The code of a failure of the cores, or of anything it was raised from, as
+    ``adapter.v5`` tells it to its applications (a timeout is ``PROXY_TIMEOUT``, as RocketMQ's
+    proxy answers a broker that did not reply in time; a refused authorisation ``FORBIDDEN``; a
+    full queue ``TOO_MANY_REQUESTS``); ``INTERNAL_SERVER_ERROR`` for the rest."""
     code = translate(exc, what).code
     return Code.INTERNAL_SERVER_ERROR if code in (None, Code.INTERNAL_ERROR) else int(code)
 
@@ -76,9 +76,7 @@ def of_exception(exc: BaseException, what: str) -> ProxyError:
         return ProxyError(Code.ILLEGAL_TOPIC, text)
     if isinstance(exc, InvalidMessageError):
         return ProxyError(Code.BAD_REQUEST, text)
-    if isinstance(exc, AdapterError):
-        return ProxyError(_code_of_failure(exc, what), text)
-    if isinstance(exc, KafkaException):
-        wrapped = AdapterError(str(exc), kafka_error=exc.args[0] if exc.args else None)
-        return ProxyError(_code_of_failure(wrapped, what), text)
-    return ProxyError(Code.INTERNAL_SERVER_ERROR, f"{what}: {type(exc).__name__}: {exc}")
+    code = _code_of_failure(exc, what)
+    if isinstance(exc, (AdapterError, KafkaException)) or code != Code.INTERNAL_SERVER_ERROR:
+        return ProxyError(code, text)
+    return ProxyError(code, f"{what}: {type(exc).__name__}: {exc}")

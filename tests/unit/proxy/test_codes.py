@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from adapter.exceptions import AdapterError, DeliveryError, LocalQueueFull
+from adapter.exceptions import AdapterError, DeliveryError, LocalQueueFull, ProducerException
 from adapter.proxy.codes import Code, ProxyError, of_exception
 
 pytestmark = pytest.mark.timeout(10)
@@ -41,3 +41,16 @@ def test_a_proxy_error_is_answered_as_it_is() -> None:
     error = ProxyError(Code.BAD_REQUEST, "no")
 
     assert of_exception(error, "send m") is error
+
+
+def test_a_timeout_wrapped_by_the_send_core_is_still_a_timeout() -> None:
+    """The send core raises its own exception from Kafka's (the proxy's sends do)."""
+    try:
+        try:
+            raise DeliveryError("x", kafka_error=KafkaError(KafkaError._MSG_TIMED_OUT))
+        except DeliveryError as exc:
+            raise ProducerException("send failed: Local: Message timed out") from exc
+    except ProducerException as wrapped:
+        error = of_exception(wrapped, "send m")
+
+    assert (error.code, "timed out" in error.message) == (Code.PROXY_TIMEOUT, True)
