@@ -12,7 +12,8 @@ ACCEPTed unseen.
 librdkafka refuses a poll while a record of the previous poll is unacknowledged, so each
 member (:class:`~adapter.v5.share_group.Member`) polls only when it holds nothing (nor has an
 ack or release of one in flight), and the pool opens another member (up to
-``max_consumers``) while the others hold records. Free members are polled in turn (the one
+``max_consumers``) once the others have held records for a moment
+(:data:`~adapter.v5.share_members.OPEN_AFTER_S`). Free members are polled in turn (the one
 polled longest ago first): a share group assigns each partition to some members only, so a
 member left unpolled strands its partitions. A record Kafka hands out again while the
 application holds it (its partition's leader moved, which loses the acquisition locks) keeps
