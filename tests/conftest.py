@@ -26,7 +26,7 @@ from adapter.transaction.config import CheckPolicy, CoordinatorConfig
 from adapter.transaction.coordinator import TransactionCoordinator
 from tests.brokers import Broker, engine_answers, start_broker
 from tests.cluster import KafkaCluster, start_cluster
-from tests.support import announce, init_system_topics, running_workers, unique
+from tests.support import announce, init_system_topics, running_workers, shut_down_after, unique
 from tests.workers import kill_leftovers
 
 
@@ -266,18 +266,16 @@ def make_v5_producer(system_topics: str) -> Iterator[Callable[..., v5.Producer]]
     """Factory: ``make_v5_producer(*topics, checker=None, bootstrap=None)``, a started 5.x
     producer on the test broker (its system topics created) or on ``bootstrap``, shut down
     after the test unless the test did."""
-    producers: list[v5.Producer] = []
+    with shut_down_after() as keep:
 
-    def make(
-        *topics: str, checker: v5.TransactionChecker | None = None, bootstrap: str | None = None
-    ) -> v5.Producer:
-        config = v5.ClientConfiguration(bootstrap or system_topics, v5.Credentials())
-        producer = v5.Producer(config, topics, checker=checker)
-        producer.startup()
-        producers.append(producer)
-        return producer
+        def make(
+            *topics: str,
+            checker: v5.TransactionChecker | None = None,
+            bootstrap: str | None = None,
+        ) -> v5.Producer:
+            config = v5.ClientConfiguration(bootstrap or system_topics, v5.Credentials())
+            producer = keep(v5.Producer(config, topics, checker=checker))
+            producer.startup()
+            return producer
 
-    yield make
-    for producer in producers:
-        if producer.is_running:
-            producer.shutdown()
+        yield make

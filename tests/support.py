@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import pytest
 from confluent_kafka import Message as KafkaRecord
@@ -160,6 +160,32 @@ def running_workers() -> Iterator[Callable[[W], W]]:
     for worker, thread in running:
         thread.join(30)
         assert not thread.is_alive(), f"a {worker.name} did not stop within 30 s"
+
+
+class _Client(Protocol):
+    @property
+    def is_running(self) -> bool: ...
+
+    def shutdown(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Client)
+
+
+@contextlib.contextmanager
+def shut_down_after() -> Iterator[Callable[[C], C]]:
+    """For factory fixtures: ``keep(client)`` returns the started client; on exit each one
+    still running is shut down (a test may have done it already)."""
+    started: list[_Client] = []
+
+    def keep(client: C) -> C:
+        started.append(client)
+        return client
+
+    yield keep
+    for client in started:
+        if client.is_running:
+            client.shutdown()
 
 
 def read_committed(

@@ -49,6 +49,7 @@ from tests.support import (
     create_topic,
     init_system_topics,
     read_committed,
+    shut_down_after,
     unique,
     wait_until,
 )
@@ -258,22 +259,18 @@ def test_the_5_x_push_consumer_consumes_or_dead_letters_every_fuzzed_record(
 
 @pytest.fixture
 def simple(short_kafka: Broker) -> Iterator[Callable[..., SimpleConsumer]]:
-    consumers: list[SimpleConsumer] = []
+    with shut_down_after() as keep:
 
-    def make(group: str, topic: str) -> SimpleConsumer:
-        config = ClientConfiguration(short_kafka.bootstrap, Credentials())
-        consumer = SimpleConsumer(
-            config, group, {topic: FilterExpression()}, 1,
-            lock_duration=15, max_attempts=MAX_RECONSUME + 1,
-        )  # fmt: skip
-        consumer.startup()
-        consumers.append(consumer)
-        return consumer
+        def make(group: str, topic: str) -> SimpleConsumer:
+            config = ClientConfiguration(short_kafka.bootstrap, Credentials())
+            consumer = keep(SimpleConsumer(
+                config, group, {topic: FilterExpression()}, 1,
+                lock_duration=15, max_attempts=MAX_RECONSUME + 1,
+            ))  # fmt: skip
+            consumer.startup()
+            return consumer
 
-    yield make
-    for consumer in consumers:
-        if consumer.is_running:
-            consumer.shutdown()
+        yield make
 
 
 @FUZZ

@@ -18,6 +18,7 @@ from adapter.v5 import (
     PushConsumer,
     SimpleConsumer,
 )
+from tests.support import shut_down_after
 
 MakeV5Producer = Callable[..., Producer]
 
@@ -33,27 +34,23 @@ def make_simple_consumer(system_topics: str) -> Iterator[MakeSimpleConsumer]:
     a started 5.x ``SimpleConsumer`` on the test broker (share group lock 15 s, long polling
     2 s), shut down after the test unless the test did; ``kind=FifoSimpleConsumer`` for a FIFO
     group's."""
-    consumers: list[SimpleConsumer] = []
+    with shut_down_after() as keep:
 
-    def make(
-        group: str,
-        subscription: dict[str, FilterExpression],
-        await_duration: float = 2,
-        *,
-        kind: type[SimpleConsumer] = SimpleConsumer,
-        **extensions: Any,
-    ) -> SimpleConsumer:
-        config = ClientConfiguration(system_topics, Credentials())
-        extensions.setdefault("lock_duration", LOCK_S)
-        consumer = kind(config, group, subscription, await_duration, **extensions)
-        consumer.startup()
-        consumers.append(consumer)
-        return consumer
+        def make(
+            group: str,
+            subscription: dict[str, FilterExpression],
+            await_duration: float = 2,
+            *,
+            kind: type[SimpleConsumer] = SimpleConsumer,
+            **extensions: Any,
+        ) -> SimpleConsumer:
+            config = ClientConfiguration(system_topics, Credentials())
+            extensions.setdefault("lock_duration", LOCK_S)
+            consumer = keep(kind(config, group, subscription, await_duration, **extensions))
+            consumer.startup()
+            return consumer
 
-    yield make
-    for consumer in consumers:
-        if consumer.is_running:
-            consumer.shutdown()
+        yield make
 
 
 MakePushConsumer = Callable[..., PushConsumer]
@@ -64,24 +61,20 @@ def make_push_consumer(system_topics: str) -> Iterator[MakePushConsumer]:
     """Factory: ``make_push_consumer(group, listener, {topic: FilterExpression(...)},
     **extensions)``, a started 5.x ``PushConsumer`` on the test broker, shut down after the
     test unless the test did."""
-    consumers: list[PushConsumer] = []
+    with shut_down_after() as keep:
 
-    def make(
-        group: str,
-        listener: MessageListener,
-        subscription: dict[str, FilterExpression],
-        **extensions: Any,
-    ) -> PushConsumer:
-        config = ClientConfiguration(system_topics, Credentials())
-        consumer = PushConsumer(config, group, listener, subscription, **extensions)
-        consumer.startup()
-        consumers.append(consumer)
-        return consumer
+        def make(
+            group: str,
+            listener: MessageListener,
+            subscription: dict[str, FilterExpression],
+            **extensions: Any,
+        ) -> PushConsumer:
+            config = ClientConfiguration(system_topics, Credentials())
+            consumer = keep(PushConsumer(config, group, listener, subscription, **extensions))
+            consumer.startup()
+            return consumer
 
-    yield make
-    for consumer in consumers:
-        if consumer.is_running:
-            consumer.shutdown()
+        yield make
 
 
 MakeLiteConsumer = Callable[..., LitePushConsumer]
@@ -92,18 +85,14 @@ def make_lite_consumer(system_topics: str) -> Iterator[MakeLiteConsumer]:
     """Factory: ``make_lite_consumer(group, bind_topic, listener, **extensions)``, a started
     5.x ``LitePushConsumer`` on the test broker, shut down after the test unless the test
     did."""
-    consumers: list[LitePushConsumer] = []
+    with shut_down_after() as keep:
 
-    def make(
-        group: str, bind_topic: str, listener: MessageListener, **extensions: Any
-    ) -> LitePushConsumer:
-        config = ClientConfiguration(system_topics, Credentials())
-        consumer = LitePushConsumer(config, group, bind_topic, listener, **extensions)
-        consumer.startup()
-        consumers.append(consumer)
-        return consumer
+        def make(
+            group: str, bind_topic: str, listener: MessageListener, **extensions: Any
+        ) -> LitePushConsumer:
+            config = ClientConfiguration(system_topics, Credentials())
+            consumer = keep(LitePushConsumer(config, group, bind_topic, listener, **extensions))
+            consumer.startup()
+            return consumer
 
-    yield make
-    for consumer in consumers:
-        if consumer.is_running:
-            consumer.shutdown()
+        yield make
