@@ -59,6 +59,7 @@ __all__ = ["ProxyServer"]
 log = logging.getLogger(__name__)
 
 KAFKA_CHECK_S = 10.0
+PROBE_TIMEOUT_S = 2.0  # a probe in flight is also what a stop waits for at most
 READY_WITHIN_S = 60.0
 IDLE_CHECK_S = 30.0
 SEND_LINGER_MS = 1
@@ -209,6 +210,7 @@ class ProxyServer:
             ticking = asyncio.create_task(self._tick(sender, transactions, executor))
             await self._wake.wait()
             log.info("proxy stopping: no new connections, calls in flight finish")
+            ticking.cancel()  # no new probe of Kafka; one in flight ends within its timeout
             self.serving.clear()
             if front is not None:
                 front.stop_accepting()
@@ -218,12 +220,12 @@ class ProxyServer:
             await stopping
             if front is not None:
                 front.close_all()
-            ticking.cancel()
             await self._loop.run_in_executor(executor, self._close, transactions, sender)
             await self._loop.run_in_executor(executor, receives.close)
             peers.close()
-        executor.shutdown(wait=False)
-        polls.shutdown(wait=False)
+        # the work still on the pools (a probe, a poll) ends before the last line: nothing is
+        # logged after it and the process exits with it (the runner bounds the whole stop)
+        await self._loop.run_in_executor(None, _drain, executor, polls)
         log.info("proxy stopped")
 
     def _sender(self) -> Sender:
@@ -254,7 +256,7 @@ class ProxyServer:
             self._last_tick = now
             if now - last_kafka >= KAFKA_CHECK_S:
                 last_kafka = now
-                if await loop.run_in_executor(executor, _reaches, sender):
+                if await loop.run_in_executor(executor, _reaches, sender, self._stop_requested):
                     self._kafka_ok_at = time.monotonic()
             if now - last_idle >= IDLE_CHECK_S:
                 last_idle = now
@@ -269,13 +271,21 @@ class ProxyServer:
             log.error("proxy stopped with %d messages not acknowledged by Kafka", remaining)
 
 
-def _reaches(sender: Sender) -> bool:
+def _reaches(sender: Sender, stopping: threading.Event) -> bool:
+    """Whether Kafka answers a metadata request within ``PROBE_TIMEOUT_S``; a warning if not,
+    unless the proxy is stopping by then (an outage is no news to whoever stops it)."""
     try:
-        sender.client.list_topics(timeout=5)
+        sender.client.list_topics(timeout=PROBE_TIMEOUT_S)
     except KafkaException as exc:
-        log.warning("Kafka at %s does not answer: %s", sender.address, exc)
+        if not stopping.is_set():
+            log.warning("Kafka at %s does not answer: %s", sender.address, exc)
         return False
     return True
+
+
+def _drain(*pools: ThreadPoolExecutor) -> None:
+    for pool in pools:
+        pool.shutdown(wait=True)
 
 
 def _bind(server: Any, address: Address) -> Address:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import signal
+import socket
 import time
 from typing import Any
 
@@ -11,7 +12,7 @@ import grpc
 import pytest
 
 from adapter.proxy.protocol import Code, definition, service, service_grpc
-from tests.integration.proxy.conftest import RunningProxy, StartProxy
+from tests.integration.proxy.conftest import RunningProxy, StartProxy, launch
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -78,3 +79,24 @@ def test_sigterm_ends_the_client_sessions_and_does_not_wait_out_the_stop_timeout
         assert proxy.worker.process.wait(30) == 0
         outgoing.put(None)
     assert time.monotonic() - started < 5, "not the 10 s stop timeout"
+
+
+def test_a_stop_during_a_kafka_outage_ends_the_process_with_its_last_line() -> None:
+    """A Kafka that accepts connections and never answers: the proxy's first probe of it is in
+    flight when SIGTERM comes. The process exits 0 with "proxy stopped" as its last line, and
+    nothing (no late "does not answer") after it."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        proxy = launch(f"127.0.0.1:{silent.getsockname()[1]}")
+        started = time.monotonic()
+        proxy.worker.process.send_signal(signal.SIGTERM)
+        try:
+            assert proxy.worker.process.wait(30) == 0
+        finally:
+            if proxy.worker.process.poll() is None:
+                proxy.kill()
+        took = time.monotonic() - started
+    lines = [line for line in proxy.output().splitlines() if line.strip()]
+    assert "proxy stopped" in lines[-1], "\n".join(lines[-5:])
+    assert took < 10, "within the stop timeout, not stuck on Kafka"
