@@ -24,6 +24,10 @@ TRANSACTION_PREPARED = "TRAN_MSG"
 COPY_STAMP = "rmq.copy_stamp"
 """On a half message only: what makes two of its copies one send, where its born time cannot
 (a client that retries through another proxy; see ``adapter.proxy.handles``). Never delivered."""
+DIRECT_FENCE = "rmq.direct_fence_ms"
+"""On a half message only: its producer may commit it directly (one append to its queue,
+:mod:`adapter.transaction.direct`), and such an append lands and is readable within this many
+ms of its born time. Never delivered."""
 PRODUCER_GROUP = "PGROUP"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 RECONSUME_TIME = "RECONSUME_TIME"
@@ -134,6 +138,7 @@ NOT_FOR_USERS = (
         LITE_TOPIC,
         START_DELIVER_TIME,
         COPY_STAMP,
+        DIRECT_FENCE,
     }
 )
 """Names an application may not give a property of its own: RocketMQ's system names, those

@@ -16,7 +16,7 @@ Kafka reading patterns recur, and each lives here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -62,7 +62,7 @@ def read_to_end(
     starts: dict[int, int],
     timeout_s: float,
     clock: Clock = SYSTEM_CLOCK,
-) -> Iterator[KafkaRecord]:
+) -> Generator[KafkaRecord, None, None]:
     """Every committed record of the partitions of ``topic`` named in ``starts``, each from
     its start offset (its first record when negative) to the end its log had when reading
     began; ``AdapterError`` if that takes longer than ``timeout_s`` (a transaction left open

@@ -42,6 +42,9 @@ from adapter.kafka.metadata import PartitionCounts
 
 DEFAULT_HALF_PARTITIONS = 8
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+DIRECT_COMMIT = {"message.timestamp.before.max.ms": "5000"}
+"""A real topic's configs for direct commits (:mod:`adapter.transaction.direct`): a record
+stamped more than 5 s before the leader's clock is refused."""
 COMPACTED = {"cleanup.policy": "compact"}
 RECALLS = {
     **COMPACTED,
@@ -334,10 +337,11 @@ def create_topic(
     partitions: int,
     replication: Replication,
     timeout_s: float = 30.0,
+    configs: Mapping[str, str] | None = None,
 ) -> tuple[bool, int]:
-    """Create the application topic ``topic`` (a Kafka name) unless it exists: (whether this
-    call created it, its partition count). An existing topic is left as it is, whatever its
-    layout (``mqadmin updateTopic`` is idempotent too).
+    """Create the application topic ``topic`` (a Kafka name) with ``configs`` unless it exists:
+    (whether this call created it, its partition count). An existing topic is left as it is,
+    whatever its layout (``mqadmin updateTopic`` is idempotent too).
 
     Raises :class:`TopicLayoutError` when Kafka refuses it (with Kafka's reason) and
     :class:`KafkaUnavailableError` when Kafka does not answer within ``timeout_s``."""
@@ -345,7 +349,7 @@ def create_topic(
     found = metadata.topics.get(topic)
     if found is not None and found.error is None:
         return False, len(found.partitions)
-    spec = TopicSpec(topic, partitions, replication=replication)
+    spec = TopicSpec(topic, partitions, dict(configs or {}), replication=replication)
     admin = clients.admin(conf)  # held until the answer came: a dropped client cancels it
     future = admin.create_topics([spec.new_topic()], operation_timeout=timeout_s)
     try:

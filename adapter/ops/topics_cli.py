@@ -112,6 +112,13 @@ def topics_init(
     help="Make it for priority messages 0 to N-1: a Kafka topic per priority above 0.",
     envvar="RMQ_ADAPTER_TOPIC_PRIORITIES",
 )
+@option(
+    "--direct-commit/--no-direct-commit",
+    default=False,
+    help="Let transactional producers make a COMMIT visible with one append (the topic then "
+    "refuses records stamped more than 5 s before the broker's clock).",
+    envvar="RMQ_ADAPTER_TOPIC_DIRECT_COMMIT",
+)
 @_replication_factor
 @timeout
 @clear_errors
@@ -120,6 +127,7 @@ def topics_create(
     bootstrap: str,
     partitions: int,
     priorities: int,
+    direct_commit: bool,
     replication_factor: int | None,
     timeout: float,
 ) -> None:
@@ -132,7 +140,10 @@ def topics_create(
     for band in range(priorities):
         kafka_topic = naming.priority_topic(name, band)
         what = name if band == 0 else f"{name} priority {band}: {kafka_topic}"
-        created, count = topics.create_topic(conf, kafka_topic, partitions, replication, timeout)
+        configs = topics.DIRECT_COMMIT if direct_commit else {}
+        created, count = topics.create_topic(
+            conf, kafka_topic, partitions, replication, timeout, configs
+        )
         if created:
             shape = f"{plural(count, 'partition')}, replication {replication.factor}"
             click.echo(f"created  {what} ({shape})")

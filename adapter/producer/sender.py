@@ -82,10 +82,15 @@ class Outgoing(NamedTuple):
     headers: prop.Headers
     partition: int | None
     key: bytes | None
+    timestamp: int | None = None
+    """The record's CreateTime (ms); None: the client's clock at produce."""
 
     def produce_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``produce`` beyond topic and value."""
-        return writing.produce_kwargs(self.headers, self.partition, self.key)
+        kwargs = writing.produce_kwargs(self.headers, self.partition, self.key)
+        if self.timestamp is not None:
+            kwargs["timestamp"] = self.timestamp
+        return kwargs
 
 
 class Sender:

@@ -46,12 +46,8 @@ from adapter.proxy.messages import Outbound, resource_name, to_protocol
 from adapter.proxy.metrics import ProxyMetrics
 from adapter.proxy.protocol import definition, service
 from adapter.proxy.sessions import Sessions
-from adapter.transaction.producer import (
-    HalfSent,
-    TransactionMQProducer,
-    TransactionStatus,
-    shut_down_all,
-)
+from adapter.transaction.producer import HalfSent, TransactionMQProducer, TransactionStatus
+from adapter.v5.transactional import shut_down_all
 from adapter.wire.records import TransactionDecision
 
 __all__ = ["Transactions"]

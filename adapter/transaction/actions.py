@@ -32,6 +32,9 @@ class Commit(Generic[P]):
     """Offsets of copies of the half message (one send stored twice) that the decision named
     before they were read: each gets an OP record of the same kind, so that they are known as
     decided when read, even by a successor after a crash."""
+    search: bool = False
+    """Its producer may have committed it directly: search its queue first, and deliver only
+    if no copy is there (:mod:`adapter.transaction.direct`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ from adapter.kafka import clients, metadata, reading, schemas
 from adapter.kafka.reading import caught_up, fetch, read_to_end
 from adapter.kafka.worker import ExactlyOnceWorker
 from adapter.transaction.config import CoordinatorConfig
+from adapter.transaction.direct_search import settle_searches
 from adapter.transaction.effects import Effects
 from adapter.transaction.envelope import DELIVERED_HEADER, MARK_HEADER
 from adapter.transaction.metrics import CoordinatorMetrics
@@ -265,6 +266,8 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
     def _apply(self, turn: Turn) -> None:
         dirty, self._dirty = self._dirty, set()
         self._next_position_commit = self.clock.monotonic() + 1.0
+        conf, search_s = self.config.kafka.librdkafka({}), self.tx.timeout_s + 60
+        settle_searches(turn.actions, conf, search_s, self.clock)  # before the transaction
         self.effects.begin()
         for record, reason in turn.poison:
             self.effects.park(record, reason)
@@ -400,9 +403,6 @@ class TransactionCoordinator(ExactlyOnceWorker[CoordinatorConfig]):
         log.info("replayed %d OP records of partitions %s", replayed, sorted(starts))
 
     def on_dropped(self, partitions: list[TopicPartition], how: str) -> None:
-        self._forget(partitions, how)
-
-    def _forget(self, partitions: list[TopicPartition], how: str) -> None:
         gone = sorted({tp.partition for tp in partitions if tp.topic == HALF})
         # Their next owner decides them again from the last commit, and parks again what
         # it cannot read.

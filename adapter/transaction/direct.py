@@ -82,10 +82,16 @@ class Fence:
         lag = int(broker.get("replica.lag.time.max.ms", _KAFKA_DEFAULT_REPLICA_LAG_MS))
         return cls(before_max, lag)
 
+    @property
+    def window_ms(self) -> int:
+        """How long after its stamp a direct append may land and become readable (B + R):
+        what a half message carries (``DIRECT_FENCE``)."""
+        return self.before_max_ms + self.replica_lag_ms
+
     def searchable_at(self, stamped_ms: int) -> int:
         """From when (the coordinator's clock) a read of the queue sees every direct append
         stamped ``stamped_ms`` there will ever be."""
-        return stamped_ms + self.before_max_ms + self.replica_lag_ms + self.skew_ms
+        return stamped_ms + self.window_ms + self.skew_ms
 
 
 class Step(Enum):
@@ -101,15 +107,15 @@ class Step(Enum):
     """Read the queue from the stamp for the message; then :func:`after_search`."""
 
 
-def on_commit(fence: Fence | None, stamped_ms: int, now_ms: int, *, delivered: bool) -> Step:
-    """The step for a COMMIT of a half message stamped ``stamped_ms``, at the coordinator's
-    ``now_ms``: ``delivered`` when its producer wrote the message with it; ``fence`` None when
-    the message cannot have been sent directly (its topic is not fenced)."""
+def on_commit(searchable_ms: int | None, now_ms: int, *, delivered: bool) -> Step:
+    """The step for a COMMIT of a half message at the coordinator's ``now_ms``: ``delivered``
+    when its producer wrote the message with it; ``searchable_ms`` is its
+    :meth:`Fence.searchable_at`, None when it cannot have been committed directly."""
     if delivered:
         return Step.RECORD
-    if fence is None:
+    if searchable_ms is None:
         return Step.DELIVER
-    if now_ms < fence.searchable_at(stamped_ms):
+    if now_ms < searchable_ms:
         return Step.WAIT
     return Step.SEARCH
 

@@ -79,6 +79,7 @@ _NOT_COMMITTED = _FROM_FIELDS | {
     prop.REAL_QUEUE_ID,
     prop.TRANSACTION_PREPARED,
     prop.COPY_STAMP,
+    prop.DIRECT_FENCE,
 }
 
 

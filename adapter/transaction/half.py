@@ -3,7 +3,8 @@
 Reproduces what RocketMQ's broker reads from a half message to decide on it
 (``EndTransactionProcessor.checkPrepareMessage`` and ``TransactionalMessageServiceImpl``):
 transaction id, producer group, born time and the
-``CHECK_IMMUNITY_TIME_IN_SECONDS`` property; and a pending message's check count and due time.
+``CHECK_IMMUNITY_TIME_IN_SECONDS`` property (and, beyond RocketMQ, whether it may have been
+committed directly); and a pending message's check count and due time.
 :func:`half_info` is the one validation of a half message: the producer runs it before
 sending one, and the coordinator when reading one, so that the two never disagree.
 
@@ -18,6 +19,7 @@ from typing import Generic, TypeVar
 from adapter import naming
 from adapter import properties as prop
 from adapter.transaction.half_state import HalfState
+from adapter.transaction.timing import CLOCK_SKEW_ALLOWANCE_MS
 from adapter.wire.records import HalfMessage
 
 __all__ = ["HalfInfo", "Pending", "half_info"]
@@ -37,6 +39,17 @@ class HalfInfo:
     copy_stamp: int | None = None
     """What tells a copy of this send from another send of the same transaction id, when the
     born time cannot (``COPY_STAMP``: a send retried through another proxy); else None."""
+    direct_fence_ms: int | None = None
+    """``DIRECT_FENCE``: its producer may commit it with one append to its queue, which lands
+    and is readable within this long of the born time; else None."""
+
+    @property
+    def searchable_ms(self) -> int | None:
+        """From when a search of its queue sees every direct append of it (None: it is not
+        committed directly; :mod:`adapter.transaction.direct`)."""
+        if self.direct_fence_ms is None:
+            return None
+        return self.born_ms + self.direct_fence_ms + CLOCK_SKEW_ALLOWANCE_MS
 
     @property
     def copy_key(self) -> tuple[str, str, int]:
@@ -73,6 +86,8 @@ def half_info(half: HalfMessage) -> HalfInfo:
             immunity = None  # RocketMQ falls back to the transaction timeout
     stamp = half.properties.get(prop.COPY_STAMP)
     copy_stamp = int(stamp) if stamp is not None and stamp.isdecimal() else None
+    fence = half.properties.get(prop.DIRECT_FENCE)
+    direct = int(fence) if fence is not None and fence.isdecimal() else None
     return HalfInfo(
-        half.transaction_id, half.producer_group, half.born_timestamp, immunity, copy_stamp
+        half.transaction_id, half.producer_group, half.born_timestamp, immunity, copy_stamp, direct
     )

@@ -46,7 +46,7 @@ import dataclasses
 import functools
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,7 @@ from adapter.exceptions import (
     ProducerSendSyncFailed,
     ProducerStartFailed,
 )
+from adapter.kafka import clients
 from adapter.kafka.metadata import MissingTopic
 from adapter.message import Message, ReceivedMessage
 from adapter.msgid import new_message_id
@@ -71,6 +72,7 @@ from adapter.producer.config import ProducerConfig
 from adapter.producer.producer import ProducerBase
 from adapter.producer.sender import Outgoing, Sender, SendResult, SendStatus
 from adapter.transaction.checks import Checker, CheckResponder
+from adapter.transaction.direct_commit import DirectCommits, is_direct
 from adapter.transaction.envelope import (
     DELIVERED_HEADER,
     TransactionStatus,
@@ -80,6 +82,7 @@ from adapter.transaction.envelope import (
     half_message,
     prepared_message,
 )
+from adapter.transaction.fences import TopicFences
 from adapter.transaction.group_commit import Decision, GroupCommitter, lane_settings
 from adapter.transaction.half import half_info
 from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
@@ -146,6 +149,7 @@ class TransactionMQProducer(ProducerBase):
         self._sender: Sender | None = None
         self._checks: CheckResponder | None = None
         self._committer: GroupCommitter | None = None
+        self._direct: DirectCommits | None = None
         self._half_at: int | None = None
         self.end_failures = 0
         """END records Kafka did not take (adapter extension; the check-back settles them)."""
@@ -181,6 +185,9 @@ class TransactionMQProducer(ProducerBase):
         self._sender, self._checks = sender, checks
         if config.fast_commit:
             self._committer = self._group_committer(config, sender)
+            admin = functools.partial(clients.admin, config.kafka.librdkafka({}))
+            fences = TopicFences(admin, config.send_timeout_ms / 1000, self._clock)
+            self._direct = DirectCommits(sender, fences, self._clock, self._end_lost)
 
     def shutdown(self) -> None:
         """Stop answering checks (waiting up to 10 s for a running ``checker_callback``),
@@ -189,6 +196,7 @@ class TransactionMQProducer(ProducerBase):
         checks, self._checks = self._checks, None
         committer, self._committer = self._committer, None
         sender, self._sender = self._sender, None
+        self._direct = None
         if checks is not None:
             checks.stop()
         if committer is not None:
@@ -233,7 +241,11 @@ class TransactionMQProducer(ProducerBase):
         decision = decide(local_execute, "local_execute", tid, prepared, user_args)
         if decision is not TransactionDecision.UNKNOWN:
             end = self._end_record(sent, decision)
-            if not self._commit_fast(sent.half, end):
+            direct = self._direct
+            if direct is not None and is_direct(sent.half):
+                if not direct.commit(sent.half, end):
+                    self._send_end(sender, end)  # a ROLLBACK, or too late to append
+            elif not self._commit_fast(sent.half, end):
                 self._send_end(sender, end)
         return SendResult(SendStatus.OK, tid, sent.offset)
 
@@ -271,6 +283,8 @@ class TransactionMQProducer(ProducerBase):
                 half = dataclasses.replace(half, properties=properties)
             half_info(half)  # the coordinator's own validation: it never refuses what we send
             self._require_topics(sender, topic)
+            if self._direct is not None:
+                half = self._direct.prepare(half)
             value = codec.encode(half)
             partition = self._half_partition(sender)
             if key is not None:
@@ -294,7 +308,11 @@ class TransactionMQProducer(ProducerBase):
             raise ValueError("only COMMIT or ROLLBACK ends a half message")
         sender = self._started(ProducerSendSyncFailed)
         end = self._end_record(sent, decision)
-        if self._commit_fast(sent.half, end):
+        direct = self._direct
+        if direct is not None and is_direct(sent.half):
+            if direct.commit_and_ack(sent.half, end):
+                return
+        elif self._commit_fast(sent.half, end):
             return
         record = Outgoing(END, codec.encode(end), [], end.half_partition, None)
         sender.produce_and_ack(record, ProducerSendSyncFailed, f"END of {end.transaction_id}")
@@ -429,13 +447,3 @@ class TransactionMQProducer(ProducerBase):
             end.transaction_id,
             why,
         )
-
-
-def shut_down_all(producers: Iterable[TransactionMQProducer]) -> None:
-    """Shut each producer down (a running check ends, open groups commit); one that fails is
-    logged, and the others still stop."""
-    for producer in producers:
-        try:
-            producer.shutdown()
-        except Exception:
-            log.exception("a transactional producer did not shut down cleanly")

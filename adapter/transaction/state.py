@@ -25,7 +25,9 @@ check decide it meanwhile), and the copy gets an OP record of its own, kept behi
 committed OP position until the copy is read, so a successor never takes it for a message of
 its own. A message an operator resumes is born again, so it is a new one. A COMMIT the
 producer delivered itself (the fast path, :mod:`adapter.transaction.group_commit`) resolves
-the message without a second delivery, and its END is never refused for waiting. Checks wait
+the message without a second delivery, and its END is never refused for waiting; another
+COMMIT of a message its producer may have appended directly is applied only once a search of
+its queue can be final, with that search (:mod:`adapter.transaction.direct`). Checks wait
 behind the partition's read mark (:mod:`adapter.transaction.read_mark`), which a rebuilt state
 starts without. The state is rebuilt after a crash from the OP records (``recover_op``) and
 the HALF and END records read again from the positions :meth:`PartitionState.positions`
@@ -57,6 +59,7 @@ from adapter.transaction.actions import (
     Rollback,
 )
 from adapter.transaction.config import CheckPolicy
+from adapter.transaction.direct import Step, on_commit
 from adapter.transaction.half import HalfInfo, Pending, half_info
 from adapter.transaction.half_state import HalfState, IllegalTransition, advance
 from adapter.transaction.read_mark import ReadMark
@@ -190,7 +193,7 @@ class PartitionState(Generic[P]):
         rec = self._recovered
         known = rec.resolved.pop(offset, None)
         actions: list[Action[P]] = []
-        copy = _copy_of(info)
+        copy = info.copy_key
         first = self._first_of.get(copy)
         if first is not None and known is None:
             self._repeat_of[offset] = first
@@ -201,7 +204,8 @@ class PartitionState(Generic[P]):
             pending = Pending(offset, info, payload, self._op_mark())
             checked = rec.checks.pop(offset, None)
             if checked is None:
-                pending.due_ms = info.born_ms + max(self._immunity_ms(info), EARLIEST_CHECK_MS)
+                due = info.born_ms + max(self._immunity_ms(info), EARLIEST_CHECK_MS)
+                pending.due_ms = max(due, info.searchable_ms or due)
             else:
                 pending.check_times, last_check_ms = checked
                 pending.due_ms = last_check_ms + self.policy.check_interval_ms
@@ -400,6 +404,11 @@ class PartitionState(Generic[P]):
                         f"{window} ms immunity window; the check-back decides",
                     )
                 ]
+        step = Step.RECORD
+        if end.decision is TransactionDecision.COMMIT:
+            step = on_commit(info.searchable_ms, now_ms, delivered=delivered)
+            if step is Step.WAIT:  # a direct append may still land: the check-back decides
+                return []
         # A decision naming a copy not read yet records that copy as decided too, so that a
         # successor reading it after a crash never takes it for a message of its own.
         copies = (end.half_offset,) if end.half_offset >= self._half_next else ()
@@ -407,7 +416,7 @@ class PartitionState(Generic[P]):
             self._decided_ahead.setdefault(copy, self._op_mark())
         if end.decision is TransactionDecision.COMMIT:
             self._resolve(pending, HalfState.COMMITTED)
-            return [Commit(pending, end, delivered, copies)]
+            return [Commit(pending, end, delivered, copies, search=step is Step.SEARCH)]
         self._resolve(pending, HalfState.ROLLED_BACK)
         return [Rollback(pending, end, copies)]
 
@@ -421,7 +430,7 @@ class PartitionState(Generic[P]):
         key = (pending.info.transaction_id, pending.info.producer_group)
         if self._pending_ids.get(key) == pending.offset:
             del self._pending_ids[key]
-        self._remember(pending.offset, _copy_of(pending.info))
+        self._remember(pending.offset, pending.info.copy_key)
 
     def _remember(self, offset: int, who: _Copy) -> None:
         self._recent[offset] = who
@@ -439,7 +448,3 @@ class PartitionState(Generic[P]):
             f"{end.transaction_id!r} of group {end.producer_group!r}, but that half message is "
             f"transaction {transaction_id!r} of group {group!r}"
         )
-
-
-def _copy_of(info: HalfInfo) -> _Copy:
-    return info.copy_key

@@ -25,11 +25,11 @@ from collections.abc import Iterable
 
 from adapter.config import KafkaSettings
 from adapter.exceptions import ProducerStartFailed
-from adapter.transaction.producer import TransactionMQProducer, shut_down_all
+from adapter.transaction.producer import TransactionMQProducer
 from adapter.v5.exception import IllegalStateException, translate
 from adapter.v5.transaction import CheckAnswers, TransactionChecker
 
-__all__ = ["TransactionalSenders"]
+__all__ = ["TransactionalSenders", "shut_down_all"]
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +88,13 @@ class TransactionalSenders:
             self._closed = True
             producers, self._by_topic = list(self._by_topic.values()), {}
         shut_down_all(producers)
+
+
+def shut_down_all(producers: Iterable[TransactionMQProducer]) -> None:
+    """Shut each producer down (a running check ends, open groups commit); one that fails is
+    logged, and the others still stop."""
+    for producer in producers:
+        try:
+            producer.shutdown()
+        except Exception:
+            log.exception("a transactional producer did not shut down cleanly")

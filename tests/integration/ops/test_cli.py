@@ -265,6 +265,21 @@ def test_topics_create_makes_a_topic_for_priorities_with_a_kafka_topic_per_band(
     )
 
 
+def test_topics_create_with_direct_commit_makes_a_topic_that_bounds_its_appends_in_time(
+    kafka_bootstrap: str,
+) -> None:
+    from adapter.kafka import clients
+    from adapter.kafka.topics import describe_configs
+    from tests.support import unique
+
+    name = unique("UxPayments")
+    made = run("topics", "create", name, "--direct-commit", "--bootstrap", kafka_bootstrap)
+    assert made.returncode == 0, made.stderr
+    admin = clients.admin({"bootstrap.servers": kafka_bootstrap})
+    configs = describe_configs(admin, [name], 10)[name]
+    assert configs["message.timestamp.before.max.ms"] == "5000"
+
+
 def test_topics_create_refuses_a_system_topic_and_a_replication_the_cluster_cannot_hold(
     kafka_bootstrap: str,
 ) -> None:

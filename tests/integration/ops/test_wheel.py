@@ -35,7 +35,7 @@ SUBPACKAGES = [
 QUICK_START = [
     "rmq-adapter broker start --data-dir",
     "rmq-adapter topics init",
-    "rmq-adapter topics create Orders",
+    "rmq-adapter topics create Orders --direct-commit",
     "rmq-adapter worker all",
     "python quickstart.py",
     "rmq-adapter status",
@@ -136,7 +136,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_readmes_quick_start(
         env["RMQ_ADAPTER_BOOTSTRAP"] = address
         initialised = run([cli, "topics", "init"], cwd=work, env=env).stdout
         assert "RMQ_SYS_TRANS_HALF_TOPIC (8 partitions" in initialised
-        created = run([cli, "topics", "create", "Orders"], cwd=work, env=env).stdout
+        create = [cli, "topics", "create", "Orders", "--direct-commit"]
+        created = run(create, cwd=work, env=env).stdout
         assert created.startswith("created  Orders (4 partitions")
         worker = subprocess.Popen(  # noqa: S603 - the installed command
             [cli, "--log-level", "WARNING", "worker", "all"], cwd=work, env=env

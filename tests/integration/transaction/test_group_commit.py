@@ -206,11 +206,23 @@ def test_a_slow_local_transaction_goes_to_the_coordinator_alone_and_its_group_co
     assert Counter(r.value().decode() for r in records) == Counter(sent)
 
 
+@pytest.mark.parametrize(
+    "configs",
+    [{}, {"message.timestamp.before.max.ms": "2000"}],
+    ids=["group-commit", "direct-commit"],
+)
 def test_a_producer_killed_mid_group_loses_nothing_and_delivers_nothing_twice(
-    system_topics, start_coordinator, make_transaction_producer, new_topic, new_group, tmp_path
+    system_topics,
+    start_coordinator,
+    make_transaction_producer,
+    new_topic,
+    new_group,
+    tmp_path,
+    configs: dict[str, str],
 ) -> None:
+    """The same on a topic made for direct commits: appends and ENDs cut off at any point."""
     start_coordinator(transaction_timeout_ms=1500, check_interval_ms=1000, check_max=30)
-    topic = new_topic(partitions=2)
+    topic = new_topic(partitions=2, **configs)
     group = new_group("PG")
     database = tmp_path / "committed.txt"
     child = subprocess.Popen(

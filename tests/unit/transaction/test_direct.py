@@ -148,7 +148,8 @@ class Model:
         if decision == ROLLBACK:
             self.resolved.add(half)
             return
-        step = on_commit(self.fence, self.stamps[half], self.coordinator_now(), delivered=delivered)
+        searchable = self.fence.searchable_at(self.stamps[half])
+        step = on_commit(searchable, self.coordinator_now(), delivered=delivered)
         if step is Step.SEARCH:  # read_committed, up to the high watermark
             found = any(h == half and at <= self.now for h, at, _ in self.queue)
             step = after_search(found)
@@ -265,10 +266,12 @@ def test_each_interleaving_of_producer_death_and_check_delivers_once(script: lis
 
 def test_a_commit_whose_append_may_still_land_waits_for_the_fence() -> None:
     stamped = 10_000
-    assert on_commit(FENCE, stamped, stamped + B + R + S - 1, delivered=False) is Step.WAIT
-    assert on_commit(FENCE, stamped, stamped + B + R + S, delivered=False) is Step.SEARCH
-    assert on_commit(FENCE, stamped, stamped, delivered=True) is Step.RECORD
-    assert on_commit(None, stamped, stamped, delivered=False) is Step.DELIVER
+    searchable = FENCE.searchable_at(stamped)
+    assert searchable == stamped + B + R + S
+    assert on_commit(searchable, searchable - 1, delivered=False) is Step.WAIT
+    assert on_commit(searchable, searchable, delivered=False) is Step.SEARCH
+    assert on_commit(searchable, stamped, delivered=True) is Step.RECORD
+    assert on_commit(None, stamped, delivered=False) is Step.DELIVER
     assert after_search(True) is Step.RECORD
     assert after_search(False) is Step.DELIVER
 

@@ -1,0 +1,90 @@
+"""Which real topics bound their appends in time, so that a producer may commit to them directly.
+
+A transactional producer commits directly (:mod:`adapter.transaction.direct`) only to a topic
+whose configs make a fence: CreateTime and a ``message.timestamp.before.max.ms`` of at most
+``DIRECT_FENCE_MAX_MS``. The replication allowance is the brokers' ``replica.lag.time.max.ms``
+where the topic's partitions have more than one replica, and none where they have one (a
+leader alone makes a record readable as it appends it). Read with the admin client and kept for
+a minute; a topic whose configs cannot be read (no DESCRIBE_CONFIGS permission, Kafka away) is
+not fenced, and its COMMITs take the group commit.
+
+Known gaps: a fence relaxed while half messages are pending (a larger before.max set on the
+topic) lets their direct appends land later than the half messages say; raise it only with no
+producer running.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from adapter.clock import Clock
+from adapter.logs import RepeatLimiter
+from adapter.transaction.direct import Fence
+
+__all__ = ["TopicFences"]
+
+log = logging.getLogger(__name__)
+
+KEEP_S = 60.0
+"""How long a topic's fence (or the lack of one) is kept before it is read again."""
+
+
+class TopicFences:
+    """Each real topic's :class:`Fence`, or None, read once a minute (thread-safe)."""
+
+    def __init__(self, admin: Callable[[], AdminClient], timeout_s: float, clock: Clock) -> None:
+        self._admin_factory = admin
+        self._admin: AdminClient | None = None
+        self._timeout_s = timeout_s
+        self._clock = clock
+        self._known: dict[str, tuple[float, Fence | None]] = {}
+        self._lock = threading.Lock()
+        self._errors = RepeatLimiter(60.0, clock.monotonic)
+
+    def of(self, kafka_topic: str) -> Fence | None:
+        """``kafka_topic``'s fence; None when its appends are not bounded in time."""
+        now = self._clock.monotonic()
+        with self._lock:
+            known = self._known.get(kafka_topic)
+            if known is not None and now - known[0] < KEEP_S:
+                return known[1]
+            try:
+                fence = self._read(kafka_topic)
+            except (KafkaException, TimeoutError, ValueError) as exc:
+                if self._errors.admit("describe") is not None:
+                    log.warning(
+                        "cannot read the configs of topic %s (%s); its transactional messages "
+                        "commit through Kafka transactions",
+                        kafka_topic,
+                        exc,
+                    )
+                fence = None
+            self._known[kafka_topic] = (now, fence)
+            return fence
+
+    def _read(self, kafka_topic: str) -> Fence | None:
+        if self._admin is None:
+            self._admin = self._admin_factory()
+        admin, timeout_s = self._admin, self._timeout_s
+        topic = ConfigResource(ResourceType.TOPIC, kafka_topic)
+        entries = admin.describe_configs([topic])[topic].result(timeout=timeout_s)
+        fence = Fence.of({name: entry.value for name, entry in entries.items()}, {})
+        if fence is None:
+            return None
+        metadata = admin.list_topics(kafka_topic, timeout=timeout_s)
+        partitions = metadata.topics[kafka_topic].partitions.values()
+        if all(len(p.replicas) <= 1 for p in partitions):
+            return replace(fence, replica_lag_ms=0)  # a leader alone: readable once appended
+        broker = ConfigResource(ResourceType.BROKER, str(min(metadata.brokers)))
+        found = admin.describe_configs([broker])[broker].result(timeout=timeout_s)
+        lag = found.get("replica.lag.time.max.ms")
+        return Fence.of(
+            {name: entry.value for name, entry in entries.items()},
+            {} if lag is None or lag.value is None else {"replica.lag.time.max.ms": lag.value},
+        )
