@@ -23,9 +23,19 @@ from confluent_kafka.admin import NewTopic
 
 from adapter import naming
 from adapter.kafka import clients
+from adapter.kafka.topics import DIRECT_COMMIT
 from adapter.ops import broker
 
 ROOT = Path(__file__).resolve().parent.parent
+GROUP_COMMIT_ENV = "RMQ_BENCH_GROUP_COMMIT"
+"""Set to 1 (``bench.rocketmq --group-commit``): transactional topics without the direct
+commit's fence, so that COMMITs go through the producers' Kafka transactions as before."""
+
+
+def transactional_topic_configs() -> dict[str, str]:
+    """The configs of a benchmark's transactional topics: made for direct commits, as
+    ``rmq-adapter topics create --direct-commit`` makes them, unless ``GROUP_COMMIT_ENV``."""
+    return {} if os.environ.get(GROUP_COMMIT_ENV) == "1" else dict(DIRECT_COMMIT)
 
 
 @contextlib.contextmanager
@@ -45,13 +55,19 @@ def kafka() -> Iterator[str]:
 
 
 def new_topic(
-    bootstrap: str, partitions: int = 4, prefix: str = "Bench", *, prime: bool = False
+    bootstrap: str,
+    partitions: int = 4,
+    prefix: str = "Bench",
+    *,
+    prime: bool = False,
+    configs: dict[str, str] | None = None,
 ) -> str:
-    """A new topic; ``prime``: with each partition's first append done
+    """A new topic with ``configs``; ``prime``: with each partition's first append done
     (:func:`prime_partitions`)."""
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     admin = clients.admin({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+    topic = NewTopic(name, partitions, 1, config=configs or {})
+    for future in admin.create_topics([topic]).values():
         future.result(timeout=30)
     if prime:
         prime_partitions(bootstrap, name, partitions)

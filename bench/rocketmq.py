@@ -81,7 +81,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import adapter
-from bench.common import ROOT, machine
+from bench.common import GROUP_COMMIT_ENV, ROOT, machine
 from bench.rocketmq_figures import (
     DEFAULT_CHECK_INTERVAL_MS,
     FAST_CHECK_INTERVAL_MS,
@@ -516,6 +516,11 @@ def main() -> None:
         help="the proxy serves plaintext only (--plaintext: gRPC on the port, no TLS front)",
     )
     parser.add_argument("--tx-messages", type=int, help="transactional throughput messages")
+    parser.add_argument(
+        "--group-commit",
+        action="store_true",
+        help="transactional topics without direct commits (Kafka transactions, as before)",
+    )
     parser.add_argument("--seed-watch", type=float, help="seconds to watch for duplicates")
     parser.add_argument("--seed-runs", type=int, help="seed 004 runs per check interval")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -527,6 +532,8 @@ def main() -> None:
     )
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
 
+    if args.group_commit:
+        os.environ[GROUP_COMMIT_ENV] = "1"
     sizes = Sizes().quick() if args.quick else Sizes()
     if args.tx_messages:
         sizes = replace(sizes, tx_messages=args.tx_messages)

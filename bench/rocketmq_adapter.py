@@ -43,6 +43,7 @@ from bench.common import (
     new_topic,
     prime_partitions,
     reader_of_new_topic,
+    transactional_topic_configs,
 )
 from bench.delay import SCHEDULE, Forwarder, due_times, schedule_end_offsets
 from bench.push_consumer import run_push
@@ -168,7 +169,8 @@ def transactions(bootstrap: str, coordinator: Coordinator, sizes: Sizes, figures
         # Untimed warm-up through a reader of its own: the JVM's JIT, metadata, connections.
         w = sizes.warm_up
         log.info("adapter: warm-up, %d transactions (untimed)", w)
-        topic = new_topic(bootstrap, 4, "TxWarmUp")
+        fenced = transactional_topic_configs()
+        topic = new_topic(bootstrap, 4, "TxWarmUp", configs=fenced)
         reader = Reader(bootstrap, topic, w, timeout=max(120.0, w / 20))
         run_threads(w, lambda i: tx.send(topic, body("w", i)), deadline_s=max(300, w / 10))
         reader.wait()
@@ -176,7 +178,7 @@ def transactions(bootstrap: str, coordinator: Coordinator, sizes: Sizes, figures
 
         n = sizes.tx_messages
         log.info("adapter: transactional throughput, %d messages from 8 threads", n)
-        topic = new_topic(bootstrap, 4, "TxThroughput", prime=True)
+        topic = new_topic(bootstrap, 4, "TxThroughput", prime=True, configs=fenced)
         reader = Reader(bootstrap, topic, n, timeout=max(180.0, n / 50))
         sent = run_threads(n, lambda i: tx.send(topic, body("t", i)), deadline_s=max(600, n / 20))
         got, dups = reader.wait()
@@ -195,7 +197,7 @@ def transactions(bootstrap: str, coordinator: Coordinator, sizes: Sizes, figures
         tx.committed_at.clear()
         n, pace = sizes.paced, sizes.pace
         log.info("adapter: commit-to-visible, %d messages at %.0f/s", n, pace)
-        topic = new_topic(bootstrap, 4, "TxLatency", prime=True)
+        topic = new_topic(bootstrap, 4, "TxLatency", prime=True, configs=fenced)
         reader = Reader(bootstrap, topic, n, timeout=max(120.0, n / pace + 60))
         run_threads(
             n,

@@ -43,7 +43,13 @@ from confluent_kafka.admin import NewTopic
 from adapter import naming
 from adapter.kafka import clients, topics
 from bench import rocketmq_apache
-from bench.common import Coordinator, LoggedProcess, kafka, prime_partitions
+from bench.common import (
+    Coordinator,
+    LoggedProcess,
+    kafka,
+    prime_partitions,
+    transactional_topic_configs,
+)
 from bench.delay import Forwarder
 from bench.rocketmq_adapter import LEVELS, Keyed
 from bench.rocketmq_apache import Arrivals
@@ -156,8 +162,17 @@ class ProxyTarget:
         if not new:
             return
         admin = clients.admin({"bootstrap.servers": self.bootstrap})
+        fenced = transactional_topic_configs()
         futures = admin.create_topics(
-            [NewTopic(naming.kafka_topic(t.name), t.queues, 1) for t in new]
+            [
+                NewTopic(
+                    naming.kafka_topic(t.name),
+                    t.queues,
+                    1,
+                    config=fenced if t.message_type == "TRANSACTION" else {},
+                )
+                for t in new
+            ]
         )
         for future in futures.values():
             future.result(timeout=30)
