@@ -4,7 +4,8 @@ A COMMIT the coordinator applies to a half message its producer may have appende
 (``Commit.search``, :mod:`adapter.transaction.direct`) comes with a search of the message's
 queue, done before the turn's Kafka transaction begins (a record of that transaction on the
 same queue would hold the search's read_committed reader back): from the first offset stamped
-at or after the half message's born time (the direct append's stamp) to the queue's end as it
+at or after the half message's born time (the direct append's stamp; for a message an operator
+resumed, its original born time) to the queue's end as it
 was when the search began, for a record whose ``UNIQ_KEY`` is the transaction id. Found, the
 COMMIT records the message as delivered by its producer; not found, the coordinator delivers
 it. The state applies such a COMMIT only once every direct append of the message has landed
@@ -76,7 +77,7 @@ def copy_in_queue(
         return False  # a direct half message always names its queue
     probe = clients.consumer({"group.id": _SEARCH_GROUP, **conf, "enable.auto.commit": False})
     try:
-        wanted = TopicPartition(topic, half.queue_id, half.born_timestamp)
+        wanted = TopicPartition(topic, half.queue_id, _stamped_ms(half))
         [start] = probe.offsets_for_times([wanted], timeout=timeout_s)
     except KafkaException as exc:
         if _missing(exc.args[0] if exc.args else None):
@@ -96,6 +97,13 @@ def copy_in_queue(
             if reading.header_text(record, prop.UNIQ_KEY) == half.transaction_id:
                 return True
     return False
+
+
+def _stamped_ms(half: HalfMessage) -> int:
+    """The stamp of ``half``'s direct append: its born time, or, for a message an operator
+    resumed (born again), the original born time it keeps in ``BORN_TIMESTAMP``."""
+    original = half.properties.get(prop.BORN_TIMESTAMP, "")
+    return min(half.born_timestamp, int(original)) if original.isdecimal() else half.born_timestamp
 
 
 def _missing(error: Any) -> bool:

@@ -5,14 +5,21 @@ another process that comes early each still end with the message in its queue on
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import pytest
 
+from adapter import naming
 from adapter import properties as prop
 from adapter.client import Message, TransactionStatus
+from adapter.clock import SYSTEM_CLOCK
 from adapter.exceptions import ProducerSendSyncFailed
+from adapter.kafka import clients
 from adapter.transaction.direct_commit import DirectCommits
+from adapter.transaction.direct_search import copy_in_queue
 from adapter.transaction.producer import HalfSent
-from adapter.wire.records import TransactionDecision
+from adapter.wire.records import HalfMessage, TransactionDecision
 from tests.support import metric, read_committed, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
@@ -130,3 +137,35 @@ def test_a_commit_from_another_process_before_the_fence_passed_waits_for_the_che
     recorded(coordinator, 1, "the decision applied")
     assert settled(coordinator, group)
     assert len(read_committed(system_topics, topic, 1)) == 1, "one copy: the producer's"
+
+
+def test_the_search_finds_a_resumed_message_s_append_from_its_original_born_time(
+    system_topics: str, new_topic
+) -> None:
+    """A direct half message an operator resumed is born again; its direct append was stamped
+    with the original born time, which the search starts from (``BORN_TIMESTAMP``)."""
+    topic = new_topic(1, **FENCE)
+    original_ms = int(time.time() * 1000) - 60_000
+    producer = clients.producer({"bootstrap.servers": system_topics})
+    headers = [(prop.UNIQ_KEY, b"TXN-RESUMED")]
+    producer.produce(naming.kafka_topic(topic), b"m", partition=0, headers=headers)
+    producer.flush(30)  # stamped now: CreateTime within the fence (60 s old would be refused)
+    appended_ms = int(time.time() * 1000)
+    resumed = HalfMessage(
+        transaction_id="TXN-RESUMED",
+        producer_group="PG",
+        topic=topic,
+        queue_id=0,
+        tags=None,
+        keys=None,
+        properties={prop.BORN_TIMESTAMP: str(original_ms)},
+        body=b"m",
+        born_timestamp=appended_ms + 60_000,  # resumed a minute later
+    )
+
+    conf = {"bootstrap.servers": system_topics}
+    assert copy_in_queue(conf, resumed, 30, SYSTEM_CLOCK)
+    without = dataclasses.replace(resumed, properties={})
+    assert not copy_in_queue(conf, without, 30, SYSTEM_CLOCK)
+    elsewhere = dataclasses.replace(resumed, transaction_id="TXN-OTHER")
+    assert not copy_in_queue(conf, elsewhere, 30, SYSTEM_CLOCK)
