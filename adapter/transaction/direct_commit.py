@@ -31,7 +31,7 @@ from confluent_kafka import Message as KafkaRecord
 from adapter import naming
 from adapter import properties as prop
 from adapter.clock import Clock
-from adapter.exceptions import ProducerException, ProducerSendSyncFailed
+from adapter.exceptions import ProducerException
 from adapter.producer.sender import Outgoing, Sender
 from adapter.transaction.envelope import DELIVERED_HEADER, committed_delivery
 from adapter.transaction.fences import TopicFences
@@ -96,17 +96,6 @@ class DirectCommits:
             self._sender.produce_oneway(record, ProducerException, on_delivery=appended)
         except ProducerException as exc:
             self._on_lost(end, str(exc))
-        return True
-
-    def commit_and_ack(self, half: HalfMessage, end: EndTransaction) -> bool:
-        """:meth:`commit`, waiting for both acknowledgements (``ProducerSendSyncFailed`` when
-        Kafka does not take one: the check-back then settles it)."""
-        record = self._append(half, end)
-        if record is None:
-            return False
-        what = f"direct commit of {end.transaction_id}"
-        self._sender.produce_and_ack(record, ProducerSendSyncFailed, what)
-        self._sender.produce_and_ack(self._end(end), ProducerSendSyncFailed, f"END of {what}")
         return True
 
     def _append(self, half: HalfMessage, end: EndTransaction) -> Outgoing | None:

@@ -299,18 +299,18 @@ class TransactionMQProducer(ProducerBase):
         return HalfSent(half, ack.partition, ack.offset)
 
     def end_half(self, sent: HalfSent, decision: TransactionDecision) -> None:
-        """Decide a half message of :meth:`send_half`: ``COMMIT`` or ``ROLLBACK``. Inside the
-        fast path's window the decision goes to the group committer; later (a late decision
-        would only abort its group), or when the fast path cannot take it, its END record is
-        sent and acknowledged: ``ProducerSendSyncFailed`` if Kafka does not take it (the
-        check-back then settles the transaction)."""
+        """Decide a half message of :meth:`send_half`: ``COMMIT`` or ``ROLLBACK``. A direct
+        one's COMMIT is appended (:mod:`adapter.transaction.direct_commit`); inside the fast
+        path's window a decision goes to the group committer; later, or when neither can take
+        it, its END record is sent and acknowledged: ``ProducerSendSyncFailed`` if Kafka does
+        not take it (the check-back then settles the transaction)."""
         if decision is TransactionDecision.UNKNOWN:
             raise ValueError("only COMMIT or ROLLBACK ends a half message")
         sender = self._started(ProducerSendSyncFailed)
         end = self._end_record(sent, decision)
         direct = self._direct
         if direct is not None and is_direct(sent.half):
-            if direct.commit_and_ack(sent.half, end):
+            if direct.commit(sent.half, end):
                 return
         elif self._commit_fast(sent.half, end):
             return
