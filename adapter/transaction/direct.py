@@ -35,11 +35,14 @@ cut off between its append and its END; the direct path saves the flush, the com
 markers on every COMMIT. ``tests/unit/transaction/test_direct.py`` checks the rule on a model of
 a queue, END and the clocks (stalled appends, dead producers, late ENDs, replication lag, skew).
 
-Known gaps: this module is the rule alone; the producer and the coordinator do not use it yet.
-A topic qualifies only with CreateTime and a ``message.timestamp.before.max.ms`` of at most
-:data:`DIRECT_FENCE_MAX_MS` (:meth:`Fence.of`); others keep the group commit. A record stamped
-by a clock more than B behind the broker's is refused, so a producer's clock must agree with
-the brokers' within S (as the group commit's window already asks).
+The producer's side is :mod:`adapter.transaction.direct_commit`, the state applies the rule
+(:mod:`adapter.transaction.state`) and the coordinator searches
+(:mod:`adapter.transaction.direct_search`).
+
+Known gaps: a topic qualifies only with CreateTime and a ``message.timestamp.before.max.ms``
+of at most :data:`DIRECT_FENCE_MAX_MS` (:meth:`Fence.of`); others keep the group commit. A
+record stamped by a clock more than B behind the broker's is refused, so a producer's clock
+must agree with the brokers' within S (as the group commit's window already asks).
 """
 
 from __future__ import annotations
