@@ -18,12 +18,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from adapter.clock import Clock
+from adapter.kafka.topics import describe_configs
 from adapter.logs import RepeatLimiter
 from adapter.transaction.direct import Fence
 
@@ -31,6 +31,7 @@ __all__ = ["TopicFences"]
 
 log = logging.getLogger(__name__)
 
+LAG = "replica.lag.time.max.ms"
 KEEP_S = 60.0
 """How long a topic's fence (or the lack of one) is kept before it is read again."""
 
@@ -72,19 +73,14 @@ class TopicFences:
         if self._admin is None:
             self._admin = self._admin_factory()
         admin, timeout_s = self._admin, self._timeout_s
-        topic = ConfigResource(ResourceType.TOPIC, kafka_topic)
-        entries = admin.describe_configs([topic])[topic].result(timeout=timeout_s)
-        fence = Fence.of({name: entry.value for name, entry in entries.items()}, {})
-        if fence is None:
+        configs = describe_configs(admin, [kafka_topic], timeout_s)[kafka_topic]
+        if Fence.of(configs, {}) is None:
             return None
         metadata = admin.list_topics(kafka_topic, timeout=timeout_s)
         partitions = metadata.topics[kafka_topic].partitions.values()
         if all(len(p.replicas) <= 1 for p in partitions):
-            return replace(fence, replica_lag_ms=0)  # a leader alone: readable once appended
+            return Fence.of(configs, {LAG: "0"})  # a leader alone: readable once appended
         broker = ConfigResource(ResourceType.BROKER, str(min(metadata.brokers)))
         found = admin.describe_configs([broker])[broker].result(timeout=timeout_s)
-        lag = found.get("replica.lag.time.max.ms")
-        return Fence.of(
-            {name: entry.value for name, entry in entries.items()},
-            {} if lag is None or lag.value is None else {"replica.lag.time.max.ms": lag.value},
-        )
+        lag = found.get(LAG)
+        return Fence.of(configs, {} if lag is None or lag.value is None else {LAG: lag.value})

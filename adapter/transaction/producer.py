@@ -241,11 +241,7 @@ class TransactionMQProducer(ProducerBase):
         decision = decide(local_execute, "local_execute", tid, prepared, user_args)
         if decision is not TransactionDecision.UNKNOWN:
             end = self._end_record(sent, decision)
-            direct = self._direct
-            if direct is not None and is_direct(sent.half):
-                if not direct.commit(sent.half, end):
-                    self._send_end(sender, end)  # a ROLLBACK, or too late to append
-            elif not self._commit_fast(sent.half, end):
+            if not self._taken(sent, end):
                 self._send_end(sender, end)
         return SendResult(SendStatus.OK, tid, sent.offset)
 
@@ -308,11 +304,7 @@ class TransactionMQProducer(ProducerBase):
             raise ValueError("only COMMIT or ROLLBACK ends a half message")
         sender = self._started(ProducerSendSyncFailed)
         end = self._end_record(sent, decision)
-        direct = self._direct
-        if direct is not None and is_direct(sent.half):
-            if direct.commit(sent.half, end):
-                return
-        elif self._commit_fast(sent.half, end):
+        if self._taken(sent, end):
             return
         record = Outgoing(END, codec.encode(end), [], end.half_partition, None)
         sender.produce_and_ack(record, ProducerSendSyncFailed, f"END of {end.transaction_id}")
@@ -407,6 +399,14 @@ class TransactionMQProducer(ProducerBase):
         )
         committer.start(wait_s=config.send_timeout_ms / 1000)
         return committer
+
+    def _taken(self, sent: HalfSent, end: EndTransaction) -> bool:
+        """Whether a direct commit or the group committer took the producer's own decision;
+        False: send its END plain (a ROLLBACK of a direct one, or too late for either)."""
+        direct = self._direct
+        if direct is not None and is_direct(sent.half):
+            return direct.commit(sent.half, end)
+        return self._commit_fast(sent.half, end)
 
     def _commit_fast(self, half: HalfMessage, end: EndTransaction) -> bool:
         """Hand the decision to the group committer (the message and END in one Kafka
