@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.integration.proxy.conftest import RunningProxy, launch
@@ -29,6 +30,21 @@ from tests.workers import ProcessWorker
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "images"
+
+
+def left_the_document(element: WebElement) -> bool:
+    """Whether ``element`` is gone with its page. Chromium, asked while the old document is
+    being torn down, may answer "Node with given id does not belong to the document" instead
+    of a stale reference: that is gone too (Selenium's own ``staleness_of`` raises on it)."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in str(error):
+            return True
+        raise
+    return False
 
 
 class Console:
@@ -48,7 +64,7 @@ class Console:
         old = self.browser.find_element(By.TAG_NAME, "html")
         self.browser.find_element(By.CSS_SELECTOR, css).click()
         wait = WebDriverWait(self.browser, 60)
-        wait.until(expected_conditions.staleness_of(old))
+        wait.until(lambda _: left_the_document(old))
         wait.until(lambda b: b.execute_script("return document.readyState") == "complete")
 
     def text(self, element_id: str) -> str:
