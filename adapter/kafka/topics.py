@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 
 from adapter import naming
 from adapter.delay import DelayLevels
@@ -42,9 +49,10 @@ from adapter.kafka.metadata import PartitionCounts
 
 DEFAULT_HALF_PARTITIONS = 8
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
-DIRECT_COMMIT = {"message.timestamp.before.max.ms": "5000"}
+DIRECT_COMMIT = {"message.timestamp.type": "CreateTime", "message.timestamp.before.max.ms": "5000"}
 """A real topic's configs for direct commits (:mod:`adapter.transaction.direct`): a record
 stamped more than 5 s before the leader's clock is refused."""
+DIRECT_FENCE_KEY = "message.timestamp.before.max.ms"
 COMPACTED = {"cleanup.policy": "compact"}
 RECALLS = {
     **COMPACTED,
@@ -367,3 +375,35 @@ def create_topic(
             ) from exc
         return False, PartitionCounts(admin.list_topics, timeout_s).count(topic)
     return True, partitions
+
+
+def fence_for_direct_commits(conf: Mapping[str, Any], topic: str, timeout_s: float = 30.0) -> bool:
+    """Make the existing topic ``topic`` (a Kafka name) refuse records stamped more than 5 s
+    before its leader's clock, so that producers may commit to it directly: whether this call
+    changed it. A fence already as tight is left alone; one is never loosened (half messages
+    pending on it count on it).
+
+    Raises :class:`TopicLayoutError` for a topic stamped at append (LogAppendTime), whose
+    consumers read the broker's times: changing that is the operator's choice, not ours."""
+    admin = clients.admin(conf)
+    try:
+        current = describe_configs(admin, [topic], timeout_s)[topic]
+    except concurrent.futures.TimeoutError:
+        raise KafkaUnavailableError(
+            f"Kafka did not describe {naming.decode(topic)} within {timeout_s:g} s"
+        ) from None
+    if current.get("message.timestamp.type", "CreateTime") != "CreateTime":
+        raise TopicLayoutError(
+            f"{naming.decode(topic)} is stamped at append (message.timestamp.type="
+            f"{current['message.timestamp.type']}); direct commits need CreateTime: not changed",
+            topic=naming.decode(topic),
+        )
+    wanted = DIRECT_COMMIT[DIRECT_FENCE_KEY]
+    fence = current.get(DIRECT_FENCE_KEY)
+    if fence is not None and int(fence) <= int(wanted):
+        return False
+    entry = ConfigEntry(DIRECT_FENCE_KEY, wanted, incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=timeout_s)
+    return True

@@ -116,7 +116,8 @@ def topics_init(
     "--direct-commit/--no-direct-commit",
     default=False,
     help="Let transactional producers make a COMMIT visible with one append (the topic then "
-    "refuses records stamped more than 5 s before the broker's clock).",
+    "refuses records stamped more than 5 s before the broker's clock); an existing topic "
+    "is fenced too.",
     envvar="RMQ_ADAPTER_TOPIC_DIRECT_COMMIT",
 )
 @_replication_factor
@@ -149,4 +150,6 @@ def topics_create(
             click.echo(f"created  {what} ({shape})")
             continue
         note = "" if count == partitions else f"; not changed to {partitions}"
+        if direct_commit and topics.fence_for_direct_commits(conf, kafka_topic, timeout):
+            note += f"; now fenced for direct commits ({topics.DIRECT_FENCE_KEY}=5000)"
         click.echo(f"ok       {what} (exists, {plural(count, 'partition')}{note})")

@@ -280,6 +280,49 @@ def test_topics_create_with_direct_commit_makes_a_topic_that_bounds_its_appends_
     assert configs["message.timestamp.before.max.ms"] == "5000"
 
 
+def test_topics_create_with_direct_commit_fences_a_topic_that_exists_without_it(
+    kafka_bootstrap: str,
+) -> None:
+    from adapter.kafka import clients
+    from adapter.kafka.topics import describe_configs
+    from tests.support import unique
+
+    name = unique("UxRefunds")
+    args = ("topics", "create", name, "--partitions", "2", "--bootstrap", kafka_bootstrap)
+    assert run(*args).returncode == 0
+    fenced = run(*args, "--direct-commit")
+    assert fenced.returncode == 0, fenced.stderr
+    assert fenced.stdout.strip() == (
+        f"ok       {name} (exists, 2 partitions; now fenced for direct commits "
+        "(message.timestamp.before.max.ms=5000))"
+    )
+    admin = clients.admin({"bootstrap.servers": kafka_bootstrap})
+    assert describe_configs(admin, [name], 10)[name]["message.timestamp.before.max.ms"] == "5000"
+    again = run(*args, "--direct-commit")
+    assert again.stdout.strip() == f"ok       {name} (exists, 2 partitions)"
+
+
+def test_topics_create_with_direct_commit_refuses_a_topic_stamped_at_append(
+    kafka_bootstrap: str,
+) -> None:
+    from adapter.kafka import clients
+    from adapter.kafka.topics import LOG_APPEND_TIME, Replication, create_topic, describe_configs
+    from tests.support import unique
+
+    name = unique("UxLedger")
+    conf = {"bootstrap.servers": kafka_bootstrap}
+    create_topic(conf, name, 1, Replication(1, 1), 10, LOG_APPEND_TIME)
+    refused = run("topics", "create", name, "--direct-commit", "--bootstrap", kafka_bootstrap)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"Error: {name} is stamped at append (message.timestamp.type=LogAppendTime); "
+        "direct commits need CreateTime: not changed"
+    )
+    configs = describe_configs(clients.admin(conf), [name], 10)[name]
+    assert configs["message.timestamp.type"] == "LogAppendTime"
+    assert configs["message.timestamp.before.max.ms"] != "5000"
+
+
 def test_topics_create_refuses_a_system_topic_and_a_replication_the_cluster_cannot_hold(
     kafka_bootstrap: str,
 ) -> None:
