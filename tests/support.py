@@ -118,12 +118,12 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
     return dict(enumerate(kafka_metadata.committed_offsets(conf, group, wanted)))
 
 
-def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic") -> str:
+def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic", **configs: str) -> str:
     """A fresh topic on a broker other than the session's (no clean-up needed there), with the
-    broker's default replication (3 on the three-broker cluster)."""
+    broker's default replication (3 on the three-broker cluster) and ``configs``."""
     name = unique(prefix)
     admin = clients.admin({"bootstrap.servers": bootstrap})
-    new = NewTopic(naming.kafka_topic(name), partitions)
+    new = NewTopic(naming.kafka_topic(name), partitions, config=configs)
     for future in admin.create_topics([new]).values():
         future.result(timeout=30)
     return name

@@ -21,6 +21,7 @@ from adapter import naming
 from adapter.client import ConsumeStatus, Message, TransactionStatus
 from adapter.delay import DelayLevels
 from adapter.exceptions import ProducerException
+from adapter.kafka.topics import DIRECT_COMMIT
 from tests.cluster import KafkaCluster, Node
 from tests.integration.cluster.conftest import LEVELS, SYSTEM
 from tests.support import create_topic, read_committed, unique, wait_until
@@ -37,6 +38,10 @@ FAST = {"transaction_timeout_ms": 1500, "check_interval_ms": 1000, "check_max": 
 node's partitions move and it comes back, answers can be lost for longer than 15 s, and a
 message discarded meanwhile would be waiting for an operator, not lost, but not delivered
 either (a CI run, 2026-11-27: four half messages checked 15 times around a leader's SIGKILL)."""
+
+
+TOPIC_CONFIGS = {"group-commit": {}, "direct-commit": DIRECT_COMMIT}
+"""The application topic's configs for each way a COMMIT becomes visible."""
 
 
 class Journal:
@@ -67,9 +72,10 @@ class Burst:
         make_producer,
         count: int,
         half_partition: int | None = None,
+        topic_configs: dict[str, str] | None = None,
     ):  # type: ignore[no-untyped-def]
         start_coordinator(bootstrap=cluster.bootstrap, **FAST)
-        self.topic = create_topic(cluster.bootstrap, partitions=2)
+        self.topic = create_topic(cluster.bootstrap, partitions=2, **(topic_configs or {}))
         self.committed: set[str] = set()
         self.refused = 0
         self._producer = make_producer(
@@ -105,10 +111,11 @@ class Burst:
 
 @pytest.fixture
 def burst(cluster: KafkaCluster, start_coordinator, make_transaction_producer):  # type: ignore[no-untyped-def]
-    """Factory: ``burst(count, half_partition=None)`` starts a coordinator and a transactional
-    burst (its half messages on ``half_partition``, or one the producer picks)."""
-    return lambda count, half_partition=None: Burst(
-        cluster, start_coordinator, make_transaction_producer, count, half_partition
+    """Factory: ``burst(count, half_partition=None, topic_configs=None)`` starts a coordinator
+    and a transactional burst (its half messages on ``half_partition``, or one the producer
+    picks) to a new topic with ``topic_configs`` (``DIRECT_COMMIT``: COMMITs are appends)."""
+    return lambda count, half_partition=None, topic_configs=None: Burst(
+        cluster, start_coordinator, make_transaction_producer, count, half_partition, topic_configs
     )
 
 
@@ -146,14 +153,32 @@ def kill_mid_burst(journal: Journal, node: Node, why: str) -> None:
 # -- the faults ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("commits", ["group-commit", "direct-commit"])
 def test_the_leader_of_half_partition_0_killed_mid_burst_loses_and_doubles_nothing(
-    cluster: KafkaCluster, burst
+    cluster: KafkaCluster, burst, commits: str
 ) -> None:
     journal = Journal()
-    traffic = burst(80)
+    traffic = burst(80, topic_configs=TOPIC_CONFIGS[commits])
     traffic.under_way(20)
     victim = cluster.leader_of(HALF, 0)
     kill_mid_burst(journal, victim, f"leader of {HALF}-0")
+    traffic.finish(journal)
+    victim.start()
+    journal.note(f"node {victim.node_id} started again")
+    settled_exactly_once(cluster, traffic.topic, traffic.committed)
+
+
+def test_the_leader_of_a_direct_commit_queue_killed_mid_burst_loses_and_doubles_nothing(
+    cluster: KafkaCluster, burst
+) -> None:
+    """Direct COMMITs are idempotent appends to the queue itself: its leader dies under them,
+    the producer's retries land on the new one, and the check-back settles the ones whose END
+    never came after the fence (born + 5 s + replica.lag.time.max.ms) with a search first."""
+    journal = Journal()
+    traffic = burst(80, topic_configs=DIRECT_COMMIT)
+    traffic.under_way(20)
+    victim = cluster.leader_of(naming.kafka_topic(traffic.topic), 0)
+    kill_mid_burst(journal, victim, f"leader of {traffic.topic}-0, where COMMITs append")
     traffic.finish(journal)
     victim.start()
     journal.note(f"node {victim.node_id} started again")

@@ -18,12 +18,23 @@ from tests.support import wait_until
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
 
+@pytest.mark.parametrize(
+    ("configs", "check_interval_ms"),
+    [
+        pytest.param({}, 3000, id="group-commit"),
+        pytest.param({"message.timestamp.before.max.ms": "2000"}, 1000, id="direct-commit-1s"),
+    ],
+)
 def test_only_num2_to_num9_are_delivered_once_and_only_num8_num9_are_checked(
     proxy: RunningProxy,
     new_topic,
     start_coordinator,
     system_topics: str,
+    configs: dict[str, str],
+    check_interval_ms: int,
 ) -> None:
+    """Also on a topic made for direct commits, checked each second: Num8 and Num9's COMMIT
+    answers wait for the fence (born + 2.5 s), and a search, before their one delivery."""
     from rocketmq import (
         ClientConfiguration,
         Credentials,
@@ -33,8 +44,8 @@ def test_only_num2_to_num9_are_delivered_once_and_only_num8_num9_are_checked(
         TransactionResolution,
     )
 
-    topic = new_topic(partitions=4, prefix="TransactionTopic")
-    start_coordinator(transaction_timeout_ms=1500, check_interval_ms=3000)
+    topic = new_topic(partitions=4, prefix="TransactionTopic", **configs)
+    start_coordinator(transaction_timeout_ms=1500, check_interval_ms=check_interval_ms)
     checked: list[str] = []
     lock = threading.Lock()
 

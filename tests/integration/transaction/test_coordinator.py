@@ -486,11 +486,17 @@ def test_a_decision_naming_the_wrong_transaction_is_refused_and_parked_with_the_
     assert headers(parked)["reason"].startswith(b"refused: decision for half offset")
 
 
-@pytest.mark.parametrize("kind", worker_kinds())
+@pytest.mark.parametrize(
+    ("kind", "configs"),
+    [pytest.param(kind, {}, id=f"{kind}-group-commit") for kind in worker_kinds()]
+    + [pytest.param("process", {"message.timestamp.before.max.ms": "2000"}, id="direct-commit")],
+)
 def test_a_coordinator_killed_mid_stream_commits_every_message_exactly_once(
-    kind, system_topics, make_transaction_producer, new_topic, new_group
+    kind, configs, system_topics, make_transaction_producer, new_topic, new_group
 ) -> None:
-    topic = new_topic(partitions=2)
+    """On a topic made for direct commits the producer appends its own COMMITs; the killed
+    coordinator's successor settles the UNKNOWN ones after the fence, searching first."""
+    topic = new_topic(partitions=2, **configs)
     group = new_group("PG")
 
     def decision_of(body: str) -> TransactionStatus:
