@@ -118,6 +118,11 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
     return dict(enumerate(kafka_metadata.committed_offsets(conf, group, wanted)))
 
 
+DIRECT_COMMIT_2S = {"message.timestamp.before.max.ms": "2000"}
+"""A topic for direct commits whose fence is 2 s, not 5: it refuses a record stamped more than
+2 s before the broker's clock, so the tests' check-backs settle sooner."""
+
+
 def create_topic(bootstrap: str, partitions: int = 2, prefix: str = "Topic", **configs: str) -> str:
     """A fresh topic on a broker other than the session's (no clean-up needed there), with the
     broker's default replication (3 on the three-broker cluster) and ``configs``."""

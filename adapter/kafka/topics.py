@@ -52,7 +52,6 @@ LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 DIRECT_COMMIT = {"message.timestamp.type": "CreateTime", "message.timestamp.before.max.ms": "5000"}
 """A real topic's configs for direct commits (:mod:`adapter.transaction.direct`): a record
 stamped more than 5 s before the leader's clock is refused."""
-DIRECT_FENCE_KEY = "message.timestamp.before.max.ms"
 COMPACTED = {"cleanup.policy": "compact"}
 RECALLS = {
     **COMPACTED,
@@ -377,33 +376,14 @@ def create_topic(
     return True, partitions
 
 
-def fence_for_direct_commits(conf: Mapping[str, Any], topic: str, timeout_s: float = 30.0) -> bool:
-    """Make the existing topic ``topic`` (a Kafka name) refuse records stamped more than 5 s
-    before its leader's clock, so that producers may commit to it directly: whether this call
-    changed it. A fence already as tight is left alone; one is never loosened (half messages
-    pending on it count on it).
-
-    Raises :class:`TopicLayoutError` for a topic stamped at append (LogAppendTime), whose
-    consumers read the broker's times: changing that is the operator's choice, not ours."""
-    admin = clients.admin(conf)
-    try:
-        current = describe_configs(admin, [topic], timeout_s)[topic]
-    except concurrent.futures.TimeoutError:
-        raise KafkaUnavailableError(
-            f"Kafka did not describe {naming.decode(topic)} within {timeout_s:g} s"
-        ) from None
-    if current.get("message.timestamp.type", "CreateTime") != "CreateTime":
-        raise TopicLayoutError(
-            f"{naming.decode(topic)} is stamped at append (message.timestamp.type="
-            f"{current['message.timestamp.type']}); direct commits need CreateTime: not changed",
-            topic=naming.decode(topic),
-        )
-    wanted = DIRECT_COMMIT[DIRECT_FENCE_KEY]
-    fence = current.get(DIRECT_FENCE_KEY)
-    if fence is not None and int(fence) <= int(wanted):
-        return False
-    entry = ConfigEntry(DIRECT_FENCE_KEY, wanted, incremental_operation=AlterConfigOpType.SET)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+def set_topic_configs(
+    admin: AdminClient, topic: str, configs: Mapping[str, str], timeout_s: float
+) -> None:
+    """Set ``configs`` on the existing topic ``topic`` (a Kafka name), leaving its others."""
+    entries = [
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in configs.items()
+    ]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=timeout_s)
-    return True

@@ -6,11 +6,13 @@ RocketMQ's ``defaultTopicQueueNums`` is 4); ``create --priorities N`` makes a to
 messages 0 to N-1 (RIP-80; RocketMQ's ``message.type=PRIORITY`` with a queue per priority): the
 topic and a Kafka topic per band above 0 (:func:`adapter.naming.priority_topic`), each with
 ``--partitions``. Both are idempotent: a topic that exists is
-reported, not changed, so a script may run them on every deployment. ``create`` refuses
-RocketMQ's system topic names; ``init`` makes those.
+reported, not changed, so a script may run them on every deployment; the one change is
+``create --direct-commit``, which gives an existing topic the fence direct commits need
+(:func:`adapter.transaction.fences.fence_topic`). ``create`` refuses RocketMQ's system topic
+names; ``init`` makes those.
 
-Known gaps: ``create`` never changes an existing topic (no partitions added: a keyed or orderly
-sender would see its keys move to other queues).
+Known gaps: ``create`` never adds partitions to an existing topic (a keyed or orderly sender
+would see its keys move to other queues).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from adapter.config import KafkaSettings
 from adapter.delay import DelayLevels
 from adapter.kafka import clients, topics
 from adapter.ops.options import bootstrap, clear_errors, delay_levels, option, plural, timeout
+from adapter.transaction.fences import fence_topic
+
+BEFORE_MAX = "message.timestamp.before.max.ms"
 
 
 @click.group("topics")
@@ -150,6 +155,7 @@ def topics_create(
             click.echo(f"created  {what} ({shape})")
             continue
         note = "" if count == partitions else f"; not changed to {partitions}"
-        if direct_commit and topics.fence_for_direct_commits(conf, kafka_topic, timeout):
-            note += f"; now fenced for direct commits ({topics.DIRECT_FENCE_KEY}=5000)"
+        if direct_commit and fence_topic(clients.admin(conf), kafka_topic, timeout):
+            fence = f"{BEFORE_MAX}={topics.DIRECT_COMMIT[BEFORE_MAX]}"
+            note += f"; now fenced for direct commits ({fence})"
         click.echo(f"ok       {what} (exists, {plural(count, 'partition')}{note})")

@@ -6,7 +6,8 @@ whose configs make a fence: CreateTime and a ``message.timestamp.before.max.ms``
 where the topic's partitions have more than one replica, and none where they have one (a
 leader alone makes a record readable as it appends it). Read with the admin client and kept for
 a minute; a topic whose configs cannot be read (no DESCRIBE_CONFIGS permission, Kafka away) is
-not fenced, and its COMMITs take the group commit.
+not fenced, and its COMMITs take the group commit. :func:`fence_topic` gives an existing topic
+the fence (``rmq-adapter topics create --direct-commit``).
 
 Known gaps: a fence relaxed while half messages are pending (a larger before.max set on the
 topic) lets their direct appends land later than the half messages say; raise it only with no
@@ -15,6 +16,7 @@ producer running.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable
@@ -22,12 +24,14 @@ from collections.abc import Callable
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from adapter import naming
 from adapter.clock import Clock
-from adapter.kafka.topics import describe_configs
+from adapter.exceptions import KafkaUnavailableError, TopicLayoutError
+from adapter.kafka.topics import DIRECT_COMMIT, describe_configs, set_topic_configs
 from adapter.logs import RepeatLimiter
 from adapter.transaction.direct import Fence
 
-__all__ = ["TopicFences"]
+__all__ = ["TopicFences", "fence_topic"]
 
 log = logging.getLogger(__name__)
 
@@ -84,3 +88,29 @@ class TopicFences:
         found = admin.describe_configs([broker])[broker].result(timeout=timeout_s)
         lag = found.get(LAG)
         return Fence.of(configs, {} if lag is None or lag.value is None else {LAG: lag.value})
+
+
+def fence_topic(admin: AdminClient, kafka_topic: str, timeout_s: float) -> bool:
+    """Give the existing topic ``kafka_topic`` the fence of :data:`DIRECT_COMMIT` unless it has
+    one (:meth:`Fence.of`): whether this call changed it. A fence is never loosened (half
+    messages pending on it count on it).
+
+    Raises :class:`TopicLayoutError` for a topic stamped at append (LogAppendTime), whose
+    consumers read the broker's times: changing that is the operator's choice, not ours."""
+    try:
+        configs = describe_configs(admin, [kafka_topic], timeout_s)[kafka_topic]
+    except concurrent.futures.TimeoutError:
+        raise KafkaUnavailableError(
+            f"Kafka did not describe {naming.decode(kafka_topic)} within {timeout_s:g} s"
+        ) from None
+    stamps = configs.get("message.timestamp.type", "CreateTime")
+    if stamps != "CreateTime":
+        raise TopicLayoutError(
+            f"{naming.decode(kafka_topic)} is stamped at append (message.timestamp.type="
+            f"{stamps}); direct commits need CreateTime: not changed",
+            topic=naming.decode(kafka_topic),
+        )
+    if Fence.of(configs, {}) is not None:
+        return False
+    set_topic_configs(admin, kafka_topic, DIRECT_COMMIT, timeout_s)
+    return True

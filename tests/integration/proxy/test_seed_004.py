@@ -13,7 +13,7 @@ import pytest
 from adapter import naming
 from tests.integration.proxy.conftest import RunningProxy
 from tests.integration.proxy.reads import all_records, records_with_ids, uniq
-from tests.support import wait_until
+from tests.support import DIRECT_COMMIT_2S, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
     ("configs", "check_interval_ms"),
     [
         pytest.param({}, 3000, id="group-commit"),
-        pytest.param({"message.timestamp.before.max.ms": "2000"}, 1000, id="direct-commit-1s"),
+        pytest.param(DIRECT_COMMIT_2S, 1000, id="direct-commit-1s"),
     ],
 )
 def test_only_num2_to_num9_are_delivered_once_and_only_num8_num9_are_checked(

@@ -30,7 +30,7 @@ from adapter.transaction.config import CheckPolicy, CoordinatorConfig
 from adapter.transaction.coordinator import TransactionCoordinator
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, TransactionDecision
-from tests.support import create_topic, metric, read_committed, unique, wait_until
+from tests.support import DIRECT_COMMIT_2S, create_topic, metric, read_committed, unique, wait_until
 from tests.workers import start_worker, worker_kinds
 
 pytestmark = pytest.mark.timeout(240)
@@ -489,7 +489,7 @@ def test_a_decision_naming_the_wrong_transaction_is_refused_and_parked_with_the_
 @pytest.mark.parametrize(
     ("kind", "configs"),
     [pytest.param(kind, {}, id=f"{kind}-group-commit") for kind in worker_kinds()]
-    + [pytest.param("process", {"message.timestamp.before.max.ms": "2000"}, id="direct-commit")],
+    + [pytest.param("process", DIRECT_COMMIT_2S, id="direct-commit")],
 )
 def test_a_coordinator_killed_mid_stream_commits_every_message_exactly_once(
     kind, configs, system_topics, make_transaction_producer, new_topic, new_group

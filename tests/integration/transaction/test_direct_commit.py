@@ -20,12 +20,9 @@ from adapter.transaction.direct_commit import DirectCommits
 from adapter.transaction.direct_search import copy_in_queue
 from adapter.transaction.producer import HalfSent
 from adapter.wire.records import HalfMessage, TransactionDecision
-from tests.support import metric, read_committed, wait_until
+from tests.support import DIRECT_COMMIT_2S, metric, read_committed, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
-
-FENCE = {"message.timestamp.before.max.ms": "2000"}
-"""A topic that refuses a record stamped more than 2 s before the broker's clock."""
 
 
 def order(topic: str, body: str) -> Message:
@@ -51,7 +48,7 @@ def cut_off_before_end(monkeypatch: pytest.MonkeyPatch) -> None:
 def fenced(new_topic, new_group, make_transaction_producer):  # type: ignore[no-untyped-def]
     """A topic made for direct commits, a producer group and its started producer."""
     group = new_group("PG")
-    return new_topic(2, **FENCE), group, make_transaction_producer(group, commit)
+    return new_topic(2, **DIRECT_COMMIT_2S), group, make_transaction_producer(group, commit)
 
 
 def settled(coordinator, group: str) -> bool:  # type: ignore[no-untyped-def]
@@ -146,7 +143,7 @@ def test_the_search_finds_a_resumed_message_s_append_from_its_original_born_time
 ) -> None:
     """A direct half message an operator resumed is born again; its direct append was stamped
     with the original born time, which the search starts from (``BORN_TIMESTAMP``)."""
-    topic = new_topic(1, **FENCE)
+    topic = new_topic(1, **DIRECT_COMMIT_2S)
     original_ms = int(time.time() * 1000) - 60_000
     producer = clients.producer({"bootstrap.servers": system_topics})
     headers = [(prop.UNIQ_KEY, b"TXN-RESUMED")]

@@ -25,7 +25,7 @@ from adapter.kafka import clients
 from adapter.transaction.envelope import DELIVERED_HEADER
 from adapter.transaction.group_commit import MIN_TIME_LEFT_MS, GroupTimes
 from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
-from tests.support import metric, read_committed, unique, wait_until
+from tests.support import DIRECT_COMMIT_2S, metric, read_committed, unique, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -208,7 +208,7 @@ def test_a_slow_local_transaction_goes_to_the_coordinator_alone_and_its_group_co
 
 @pytest.mark.parametrize(
     "configs",
-    [{}, {"message.timestamp.before.max.ms": "2000"}],
+    [{}, DIRECT_COMMIT_2S],
     ids=["group-commit", "direct-commit"],
 )
 def test_a_producer_killed_mid_group_loses_nothing_and_delivers_nothing_twice(
