@@ -113,6 +113,9 @@ class Lease(Generic[T]):
     deadline: float | None = None
     settling: bool = False
     """Acked or going back: on its way to Kafka, which has not answered yet."""
+    not_before: float = 0.0
+    """Not handed out before this (monotonic): fetched again while an ack of it was in flight
+    or after Kafka refused that ack, it waits out the invisible duration of that delivery."""
 
     @property
     def handed_out(self) -> bool:
@@ -131,6 +134,11 @@ class InvisibilityBook(Generic[T]):
         self._serial = itertools.count(1)
         self._unseen: dict[str, int] = {}
         """Times each record went back to the group unseen, by name, until it is settled."""
+        self._acking: dict[str, float] = {}
+        """The deadline of each record being acked, or whose ack Kafka refused, by name (until
+        that deadline passes). Kafka may hand such a record out again (its partition's leader
+        moved) before the ack fails; RocketMQ shows a message whose ack failed again only when
+        its invisible duration ends, so the new fetch waits until then."""
 
     @property
     def lock_s(self) -> float:
@@ -169,7 +177,8 @@ class InvisibilityBook(Generic[T]):
         A record the book holds already (a partition whose leader moved lost its acquisition
         locks, and Kafka handed it out again) keeps its lease, handle and deadline, now with
         this fetch; the earlier fetch is returned, settling, for its member to release (the
-        member holds it until :meth:`settled`)."""
+        member holds it until :meth:`settled`). A record being acked, or whose ack was
+        refused, is not handed out before the deadline of the delivery that was acked."""
         until = locked_since + self._lock_s - MARGIN_S
         held = {lease.name: lease for lease in self._leases.values() if not lease.settling}
         earlier = []
@@ -177,6 +186,7 @@ class InvisibilityBook(Generic[T]):
             lease = held.get(name)
             if lease is None:
                 lease = Lease(f"{name}#{next(self._serial)}", member, record, until, name)
+                lease.not_before = self._acking.get(name, 0.0)
                 self._leases[lease.handle] = lease
                 continue
             old = Lease(f"{lease.handle}~{next(self._serial)}", lease.member, lease.record,
@@ -200,7 +210,10 @@ class InvisibilityBook(Generic[T]):
             (
                 lease
                 for lease in self._leases.values()
-                if lease.deadline is None and not lease.settling and deadline <= lease.lock_until
+                if lease.deadline is None
+                and not lease.settling
+                and lease.not_before <= now
+                and deadline <= lease.lock_until
             ),
             key=lambda lease: lease.lock_until,
         )[:max_count]
@@ -228,11 +241,16 @@ class InvisibilityBook(Generic[T]):
         lease = self.get(handle)
         lease.settling = True
         self.forget(lease.name)
+        if lease.deadline is not None:
+            self._acking[lease.name] = lease.deadline
         return lease
 
-    def settled(self, lease: Lease[T]) -> None:
-        """Kafka answered for a record being acked or going back: out of the book."""
+    def settled(self, lease: Lease[T], *, refused: bool = False) -> None:
+        """Kafka answered for a record being acked or going back: out of the book. An ack
+        ``refused`` leaves the record to come back, but not before its deadline."""
         self._leases.pop(lease.handle, None)
+        if not refused:
+            self._acking.pop(lease.name, None)
 
     def unseen(self, name: str) -> int:
         """How often the record named ``name`` went back to the group without being handed
@@ -279,6 +297,9 @@ class InvisibilityBook(Generic[T]):
             lease.settling = True
             if lease.deadline is None:
                 self._unseen[lease.name] = self._unseen.get(lease.name, 0) + 1
+        for name, until in list(self._acking.items()):
+            if until <= now:
+                del self._acking[name]
         while len(self._unseen) > UNSEEN_KEPT:  # records another consumer settled
             del self._unseen[next(iter(self._unseen))]
         return going

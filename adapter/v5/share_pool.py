@@ -17,7 +17,8 @@ ack or release of one in flight), and the pool opens another member (up to
 polled longest ago first): a share group assigns each partition to some members only, so a
 member left unpolled strands its partitions. A record Kafka hands out again while the
 application holds it (its partition's leader moved, which loses the acquisition locks) keeps
-its handle and deadline: the pool acks or releases it through the new fetch.
+its handle and deadline: the pool acks or releases it through the new fetch. One handed out
+again while its ack is in flight (that ack will fail) waits out the acked delivery's deadline.
 
 A topic made for priorities (:mod:`adapter.priorities`) is received highest band first: each
 member serves one band (its Kafka topics), and ``receive`` polls the bands in the order
@@ -54,6 +55,7 @@ from adapter.v5.exception import (
     translate,
 )
 from adapter.v5.fetched import Fetched, received
+from adapter.v5.group_commit import Key, Refusal
 from adapter.v5.invisibility import INVALID_RECEIPT_HANDLE, MARGIN_S, InvisibilityBook, Lease
 from adapter.v5.message import Message
 from adapter.v5.share_group import ACCEPT, RELEASE, Member, Verdict, judge_delivery
@@ -175,11 +177,12 @@ class SharePool:
             member = self._members.get(int(lease.member))  # type: ignore[call-overload]
         if member is None:
             raise IllegalStateException("unable to ack message: the consumer has shut down")
+        refused: dict[Key, Refusal] | None = None
         try:
             refused = member.settle([(lease.record.record, ACCEPT)], self._timeout_s)
         finally:
-            with self._lock:
-                self.book.settled(lease)  # the member may poll again
+            with self._lock:  # the member may poll again
+                self.book.settled(lease, refused=refused is None or bool(refused))
                 self._wake.notify_all()
         if not refused:
             return

@@ -292,3 +292,52 @@ def test_a_record_kafka_hands_out_again_while_it_is_held_keeps_its_handle_and_de
     assert book.due() == []
     clock.advance(1_000)
     assert [gone.handle for gone in book.due()] == [lease.handle]
+
+
+def test_a_record_fetched_again_while_its_ack_is_in_flight_waits_out_its_deadline() -> None:
+    """Seen on three brokers (m-54): an ack hung on a stopped leader, the new leader handed
+    the record out again 1.5 s after it was received with 6 s, and the ack failed only then.
+    RocketMQ shows a message whose ack failed again when its invisible duration ends."""
+    clock = ManualClock()
+    book = book_with("t:0:5", clock=clock)
+    [lease] = book.hand_out(1, 6)
+    acking = book.settle(lease.handle)
+    clock.advance(1_500)
+
+    assert book.fetched("member-1", [("t:0:5", "again")], clock.monotonic()) == []
+    book.settled(acking, refused=True)  # the ack failed: the lock had moved
+
+    assert book.hand_out(1, 5) == [], "not before the acked delivery's deadline"
+    clock.advance(4_499)
+    assert book.hand_out(1, 5) == []
+    clock.advance(1)
+    [again] = book.hand_out(1, 5)
+    assert (again.record, again.member) == ("again", "member-1")
+
+
+def test_a_record_whose_ack_was_refused_waits_out_its_deadline_when_fetched_later() -> None:
+    clock = ManualClock()
+    book = book_with("t:0:5", clock=clock)
+    [lease] = book.hand_out(1, 6)
+    book.settled(book.settle(lease.handle), refused=True)
+    clock.advance(2_000)
+
+    book.fetched("member-1", [("t:0:5", "again")], clock.monotonic())
+
+    assert book.hand_out(1, 5) == []
+    clock.advance(4_000)
+    assert [again.record for again in book.hand_out(1, 5)] == ["again"]
+
+
+def test_a_record_acked_for_good_or_past_its_deadline_is_forgotten() -> None:
+    clock = ManualClock()
+    book = book_with("t:0:5", "t:0:6", clock=clock)
+    [five, six] = book.hand_out(2, 6)
+    book.settled(book.settle(five.handle))  # Kafka took the ack
+    book.settled(book.settle(six.handle), refused=True)
+    clock.advance(6_000)
+    book.due()
+
+    book.fetched("member-1", [("t:0:5", "5"), ("t:0:6", "6")], clock.monotonic())
+
+    assert sorted(lease.record for lease in book.hand_out(2, 5)) == ["5", "6"]
