@@ -5,7 +5,8 @@ producer of a group reads the group's check topic (``%CHECK%<group>``) in one Ka
 group, so any live producer of the group answers, as the broker picks any channel of the group,
 including for messages a dead producer sent. ``checker_callback(msg)`` sees the half message
 with ``TRANSACTION_CHECK_TIMES``; its ``COMMIT`` or ``ROLLBACK`` is written to END
-(``from_check``) and acknowledged before the request's offset is committed; ``UNKNOWN`` (or an
+(``from_check``) and acknowledged before the request's offset is committed (without waiting
+for that commit: a lost one only brings the request back); ``UNKNOWN`` (or an
 exception, ``None``, any other value) writes nothing and the coordinator asks again.
 
 A check request that cannot be read, or that names a HALF partition that does not exist, is
@@ -175,13 +176,16 @@ class CheckResponder:
         self._commit(consumer, topic, partition, offset + 1)
 
     def _commit(self, consumer: Consumer, topic: str, partition: int, next_offset: int) -> None:
+        """Commit past an answered request without waiting: the answer is on END already, so
+        a commit that is lost (a crash, a moving group coordinator) only brings the request
+        back, answered again and dropped by the coordinator as a duplicate. Waiting would put
+        a round trip to the group coordinator, and all of its failover, before every next
+        answer."""
         try:
             consumer.commit(
-                offsets=[TopicPartition(topic, partition, next_offset)], asynchronous=False
+                offsets=[TopicPartition(topic, partition, next_offset)], asynchronous=True
             )
         except KafkaException as exc:
-            # At least once: the request comes back and is answered again (duplicates are
-            # dropped by the coordinator).
             log.warning("producer %s: check offset not committed: %s", self._group, exc)
 
 
