@@ -226,6 +226,7 @@ class Timeline:
             return {run[1] for runs in self.runs.values() for run in runs}
 
 
+@pytest.mark.long  # twenty seconds: a rebalance waits out a slow callback
 @pytest.mark.timeout(120)
 def test_an_orderly_queue_moves_to_a_new_owner_only_once_the_old_owners_callback_ended(
     make_producer, make_consumer, new_topic, new_group

@@ -162,6 +162,7 @@ def test_a_send_that_cannot_reach_kafka_fails_within_the_send_timeout_naming_the
         producer.shutdown()
 
 
+@pytest.mark.long  # twenty seconds: a worker retries an address nobody serves
 def test_a_worker_that_cannot_reach_kafka_says_so_once_keeps_trying_and_stops_on_sigterm() -> None:
     worker = start_worker(
         "process", "adapter", "worker", "all", "--bootstrap", NOBODY, "--worker-id", unique("w")

@@ -102,6 +102,7 @@ def home(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         yield work, env
 
 
+@pytest.mark.long  # a minute: a wheel built, a venv made, a broker started
 def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_readmes_quick_start(
     installed: Path, home: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:

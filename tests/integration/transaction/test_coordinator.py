@@ -489,7 +489,9 @@ def test_a_decision_naming_the_wrong_transaction_is_refused_and_parked_with_the_
 @pytest.mark.parametrize(
     ("kind", "configs"),
     [pytest.param(kind, {}, id=f"{kind}-group-commit") for kind in worker_kinds()]
-    + [pytest.param("process", DIRECT_COMMIT_2S, id="direct-commit")],
+    + [  # a minute and a half: 900 transactions, each COMMIT applied by the coordinator
+        pytest.param("process", DIRECT_COMMIT_2S, id="direct-commit", marks=pytest.mark.long)
+    ],
 )
 def test_a_coordinator_killed_mid_stream_commits_every_message_exactly_once(
     kind, configs, system_topics, make_transaction_producer, new_topic, new_group

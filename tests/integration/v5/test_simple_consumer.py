@@ -70,6 +70,7 @@ def test_a_received_and_acked_message_is_delivered_once(
         consumer.ack(got)  # a second ack of the same delivery
 
 
+@pytest.mark.long  # half a minute: four threads, each waiting for the others to join
 def test_four_threads_acking_at_once_share_commits_and_each_message_is_delivered_once(
     make_v5_producer: MakeV5Producer, make_simple_consumer: MakeSimpleConsumer, new_topic, new_group
 ) -> None:
