@@ -24,7 +24,8 @@ from adapter.spark.index import run_index
 from tests.spark.conftest import committed
 from tests.support import unique
 
-pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+# A minute in all: a Spark job indexes a topic first (make test-long).
+pytestmark = [pytest.mark.kafka, pytest.mark.long, pytest.mark.timeout(240)]
 
 KEYS = ["order-1 shop-a", "order-2 shop-a", "order-3 shop-b", "order-4", "order-5", "order-6"]
 

@@ -25,6 +25,7 @@ def entries(spark: SparkSession, *msg_ids: str) -> DataFrame:
     return spark.createDataFrame(rows, ledger.LEDGER_SCHEMA)
 
 
+@pytest.mark.long  # twenty seconds: two streaming batches replayed
 def test_a_replayed_batch_counts_its_messages_as_already_present(
     spark: SparkSession, tmp_path: Path
 ) -> None:

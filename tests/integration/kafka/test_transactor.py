@@ -63,6 +63,7 @@ def transactor(settings: dict[str, str], made: list[int] | None = None) -> Trans
     )
 
 
+@pytest.mark.long  # twenty seconds: Kafka stopped under an initialising producer
 def test_a_producer_still_initialising_when_kafka_went_away_is_resumed_not_replaced(
     own_kafka: Broker,
 ) -> None:

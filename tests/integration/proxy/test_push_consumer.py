@@ -86,6 +86,7 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again_with_attempt_
     assert all(attempts[b] == [1] for b in bodies if b != "m7")
 
 
+@pytest.mark.long  # fifteen seconds: every attempt of a failing message
 def test_a_message_forwarded_to_the_dead_letter_queue_lands_there_and_its_handle_is_spent(
     proxy: RunningProxy, new_topic, kafka_bootstrap: str
 ) -> None:

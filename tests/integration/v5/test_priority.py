@@ -95,6 +95,7 @@ def test_a_backlog_s_highs_arrive_before_its_lows_each_priority_in_order(
     assert len(arrived) == LOWS + HIGHS
 
 
+@pytest.mark.long  # fifteen seconds: a member joins per band
 def test_a_simple_consumer_receives_a_backlog_s_highs_before_its_lows(
     make_priority_topic,
     make_v5_producer: MakeV5Producer,
