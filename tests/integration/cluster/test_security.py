@@ -434,7 +434,9 @@ def test_with_grants_an_application_reaches_only_its_own_topics_through_schedule
 
         def all_parked() -> bool:
             for r in read_committed(cluster.bootstrap, naming.POISON_TOPIC, 10**9, timeout=5):
-                body = codec.decode(r.value()).body.decode() if r.value() else ""
+                # Earlier tests park other records here too: a refused END has no body.
+                parked_record = codec.decode(r.value()) if r.value() else None
+                body = bytes(getattr(parked_record, "body", b"") or b"").decode(errors="replace")
                 if body.startswith(mark):
                     parked[body.removeprefix(f"{mark} ")] = dict(r.headers())["reason"].decode()
             return len(parked) == len(forged)
