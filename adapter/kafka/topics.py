@@ -49,7 +49,9 @@ from adapter.kafka.metadata import PartitionCounts
 
 DEFAULT_HALF_PARTITIONS = 8
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
-DIRECT_COMMIT = {"message.timestamp.type": "CreateTime", "message.timestamp.before.max.ms": "5000"}
+BEFORE_MAX = "message.timestamp.before.max.ms"
+"""The topic config that bounds how far before its leader's clock a record may be stamped."""
+DIRECT_COMMIT = {"message.timestamp.type": "CreateTime", BEFORE_MAX: "5000"}
 """A real topic's configs for direct commits (:mod:`adapter.transaction.direct`): a record
 stamped more than 5 s before the leader's clock is refused."""
 COMPACTED = {"cleanup.policy": "compact"}

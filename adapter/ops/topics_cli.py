@@ -26,8 +26,6 @@ from adapter.kafka import clients, topics
 from adapter.ops.options import bootstrap, clear_errors, delay_levels, option, plural, timeout
 from adapter.transaction.fences import fence_topic
 
-BEFORE_MAX = "message.timestamp.before.max.ms"
-
 
 @click.group("topics")
 def topics_group() -> None:
@@ -156,6 +154,6 @@ def topics_create(
             continue
         note = "" if count == partitions else f"; not changed to {partitions}"
         if direct_commit and fence_topic(clients.admin(conf), kafka_topic, timeout):
-            fence = f"{BEFORE_MAX}={topics.DIRECT_COMMIT[BEFORE_MAX]}"
+            fence = f"{topics.BEFORE_MAX}={topics.DIRECT_COMMIT[topics.BEFORE_MAX]}"
             note += f"; now fenced for direct commits ({fence})"
         click.echo(f"ok       {what} (exists, {plural(count, 'partition')}{note})")
