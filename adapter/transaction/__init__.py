@@ -4,7 +4,8 @@ The producer's side: ``producer`` (``TransactionMQProducer``: half message, loca
 decision), ``group_commit`` (the fast path: many decisions per Kafka transaction),
 ``direct_commit`` (a COMMIT as one append, to a topic ``fences`` finds bounded in time),
 ``timing`` (the fast path's timing contract, which the coordinator keeps too), ``checks``
-(answering the coordinator's check requests) and ``envelope`` (the records they write).
+(answering the coordinator's check requests; ``check_backlog`` says which need no answer) and
+``envelope`` (the records they write).
 
 The coordinator, a pure core: ``half`` (what it knows of a half message, and the one
 validation of one), ``half_state`` (its moves), ``state`` (one partition's decisions, checks and

@@ -9,6 +9,11 @@ with ``TRANSACTION_CHECK_TIMES``; its ``COMMIT`` or ``ROLLBACK`` is written to E
 for that commit: a lost one only brings the request back); ``UNKNOWN`` (or an
 exception, ``None``, any other value) writes nothing and the coordinator asks again.
 
+The requests already fetched are read together, and a half's request that a later one
+replaces, or that this producer answered already, is not passed to the checker
+(:mod:`adapter.transaction.check_backlog`): the backlog of requests that piles up while no
+producer of the group is alive reaches the first one to start as one call per half.
+
 A check request that cannot be read, or that names a HALF partition that does not exist, is
 skipped with an error log and counted (:attr:`CheckResponder.unreadable`), never retried in a
 loop: nothing is lost, since the coordinator asks again after the check interval. It is not
@@ -38,6 +43,7 @@ from adapter.kafka.topics import ensure_single_queue_topic
 from adapter.message import ReceivedMessage
 from adapter.producer.config import ProducerConfig
 from adapter.producer.sender import Outgoing, Sender
+from adapter.transaction import check_backlog as backlog
 from adapter.transaction.envelope import checked_message, decide, end_transaction
 from adapter.wire import codec
 from adapter.wire.records import CheckRequest, TransactionDecision
@@ -49,6 +55,7 @@ _POLL_S = 0.2
 _SHUTDOWN_WAIT_S = 10.0
 _RETRY_ANSWER_S = 0.5
 _UNKNOWN_TOPIC_GRACE_MS = 30_000
+_BACKLOG_READ = 1000
 
 Checker = Callable[[ReceivedMessage], Any]
 
@@ -66,6 +73,10 @@ class CheckResponder:
         self._thread: threading.Thread | None = None
         self.unreadable = 0
         """Check requests skipped because they could not be read (logged, not answered)."""
+        self.skipped = 0
+        """Check requests not passed to the checker: superseded or answered already
+        (:mod:`adapter.transaction.check_backlog`)."""
+        self._answered = backlog.AnsweredChecks()
         self._unknown_since_ms: int | None = None
 
     def start(self) -> None:
@@ -108,15 +119,42 @@ class CheckResponder:
                 record = consumer.poll(_POLL_S)
                 if record is None:
                     continue
-                failure = record.error()
-                if failure is not None:
-                    self._report(failure)
-                    continue
-                self._unknown_since_ms = None
-                self._answer(consumer, record)
+                # What else is fetched already: a backlog is answered once per half.
+                self._answer_all(consumer, [record, *consumer.consume(_BACKLOG_READ, 0)])
             except Exception:
                 log.exception("producer %s: answering a check failed", self._group)
                 self._stopping.wait(_RETRY_ANSWER_S)
+
+    def _answer_all(self, consumer: Consumer, records: list[KafkaRecord]) -> None:
+        """Answer the requests read together, in order and each half's last one only, then
+        commit past them; from a request whose answer did not reach END, read again."""
+        asked: list[tuple[KafkaRecord, CheckRequest]] = []
+        done: KafkaRecord | None = None
+        for record in records:
+            failure = record.error()
+            if failure is not None:
+                self._report(failure)
+                continue
+            self._unknown_since_ms = None
+            request = self._read(record)
+            if request is not None:
+                asked.append((record, request))
+            done = record
+        replaced = backlog.superseded(asked)
+        for index, (record, request) in enumerate(asked):
+            if self._stopping.is_set():  # the rest is another producer's, or the next start's
+                self._commit(consumer, record, offset_of(record))
+                return
+            if index in replaced or not self._answered.needs_answer(request):
+                self.skipped += 1
+            elif not self._answer(request):
+                # Not committed: read the request again and ask the callback again.
+                self._commit(consumer, record, offset_of(record))
+                consumer.seek(position(record, offset_of(record)))
+                self._stopping.wait(_RETRY_ANSWER_S)
+                return
+        if done is not None:
+            self._commit(consumer, done, offset_of(done) + 1)
 
     def _report(self, failure: KafkaError) -> None:
         """A consumer error, logged; a check topic that was just created is unknown to the
@@ -131,12 +169,8 @@ class CheckResponder:
                 return
         log.warning("check topic of %s: %s", self._group, failure.str())
 
-    def _answer(self, consumer: Consumer, record: KafkaRecord) -> None:
-        topic, partition, offset = (
-            record.topic() or "",
-            record.partition() or 0,
-            record.offset() or 0,
-        )
+    def _read(self, record: KafkaRecord) -> CheckRequest | None:
+        """The check request in ``record``, or ``None`` (logged and counted) if unreadable."""
         try:
             lookup = schemas.lookup_for(self._sender.config.kafka)
             request = reading.decode(CheckRequest, record, lookup=lookup)
@@ -150,17 +184,21 @@ class CheckResponder:
             log.error(
                 "producer %s: skipped unreadable check request %s %d@%d: %s",
                 self._group,
-                topic,
-                partition,
-                offset,
+                record.topic(),
+                record.partition() or 0,
+                offset_of(record),
                 exc,
             )
-            self._commit(consumer, topic, partition, offset + 1)
-            return
+            return None
+        return request
+
+    def _answer(self, request: CheckRequest) -> bool:
+        """Ask the checker and write its decision to END; ``False`` if the write failed."""
         tid = request.transaction_id
         what = f"checker_callback (check {request.check_times})"
         decision = decide(self._checker, what, tid, checked_message(request))
-        if decision is not TransactionDecision.UNKNOWN:
+        decided = decision is not TransactionDecision.UNKNOWN
+        if decided:
             half_at = (request.half_partition, request.half_offset)
             now = self._clock.now_ms()
             end = end_transaction(request, decision, half_at, request.check_times, now)
@@ -168,23 +206,19 @@ class CheckResponder:
             try:
                 self._sender.produce_and_ack(answer, ProducerException, f"answer to {tid}")
             except ProducerException as exc:
-                # Not committed: read the request again and ask the callback again.
                 log.warning("%s; the check will be answered again", exc)
-                consumer.seek(TopicPartition(topic, partition, offset))
-                self._stopping.wait(_RETRY_ANSWER_S)
-                return
-        self._commit(consumer, topic, partition, offset + 1)
+                return False
+        self._answered.remember(request, decided=decided)
+        return True
 
-    def _commit(self, consumer: Consumer, topic: str, partition: int, next_offset: int) -> None:
+    def _commit(self, consumer: Consumer, record: KafkaRecord, next_offset: int) -> None:
         """Commit past an answered request without waiting: the answer is on END already, so
         a commit that is lost (a crash, a moving group coordinator) only brings the request
         back, answered again and dropped by the coordinator as a duplicate. Waiting would put
         a round trip to the group coordinator, and all of its failover, before every next
         answer."""
         try:
-            consumer.commit(
-                offsets=[TopicPartition(topic, partition, next_offset)], asynchronous=True
-            )
+            consumer.commit(offsets=[position(record, next_offset)], asynchronous=True)
         except KafkaException as exc:
             log.warning("producer %s: check offset not committed: %s", self._group, exc)
 
@@ -199,3 +233,13 @@ def check_consumer(config: ProducerConfig, check_topic: str) -> dict[str, Any]:
             "session.timeout.ms": 6000,
         }
     )
+
+
+def offset_of(record: KafkaRecord) -> int:
+    offset = record.offset()
+    return 0 if offset is None else offset
+
+
+def position(record: KafkaRecord, offset: int) -> TopicPartition:
+    """``offset`` in ``record``'s partition."""
+    return TopicPartition(record.topic() or "", record.partition() or 0, offset)

@@ -155,13 +155,38 @@ def half_records_in_total(bootstrap: str) -> int:
 
 def ask(bootstrap: str, half: HalfMessage, partition: int, offset: int, check_times: int) -> None:
     """Write a check request for ``half`` to its group's check topic, as the coordinator does."""
-    request = check_request(
-        half, half_partition=partition, half_offset=offset, check_times=check_times, now_ms=1
-    )
+    ask_rounds(bootstrap, [(partition, offset, half)], rounds=range(check_times, check_times + 1))
+
+
+def ask_rounds(bootstrap: str, halves: list[tuple[int, int, HalfMessage]], rounds: range) -> None:
+    """Write the check requests of several rounds about each of ``halves``, as a coordinator
+    does while no producer of the group answers."""
     writer = clients.producer({"bootstrap.servers": bootstrap})
-    topic = naming.kafka_topic(naming.check_topic(half.producer_group))
-    writer.produce(topic, codec.encode(request), key=half.transaction_id)
+    for check_times in rounds:
+        for partition, offset, half in halves:
+            request = check_request(
+                half,
+                half_partition=partition,
+                half_offset=offset,
+                check_times=check_times,
+                now_ms=1,
+            )
+            topic = naming.kafka_topic(naming.check_topic(half.producer_group))
+            writer.produce(topic, codec.encode(request), key=half.transaction_id)
     assert writer.flush(10) == 0
+
+
+def wait_until_checks_read(bootstrap: str, group: str, count: int) -> None:
+    """Until the group's producers committed their check topic's offset past ``count``."""
+    check_topic = naming.check_topic(group)
+    wait_until(
+        lambda: (
+            committed_offsets(bootstrap, naming.kafka_topic(check_topic), check_topic, 1)
+            == {0: count}
+        ),
+        timeout=30,
+        what=f"the {count} check requests to be read",
+    )
 
 
 def pending_transaction(
@@ -376,15 +401,7 @@ def test_a_check_answered_unknown_writes_nothing_and_is_not_asked_again(
 
     ask(system_topics, half, partition, offset, check_times=1)
 
-    check_topic = naming.check_topic(group)
-    wait_until(
-        lambda: (
-            committed_offsets(system_topics, naming.kafka_topic(check_topic), check_topic, 1)
-            == {0: 1}
-        ),
-        timeout=30,
-        what="the check request's offset to be committed",
-    )
+    wait_until_checks_read(system_topics, group, 1)
     assert len(checker.seen) == 1
     assert all_ends_of(system_topics, half.transaction_id) == []
 
@@ -431,6 +448,31 @@ def test_a_check_is_answered_by_another_producer_of_the_group(
     assert (end.decision, end.from_check) == (TransactionDecision.COMMIT, True)
     assert sender_checker.seen == []
     assert [m.id for m in other_checker.seen] == [half.transaction_id]
+
+
+@pytest.mark.parametrize("answer", [TransactionStatus.COMMIT, TransactionStatus.UNKNOWN])
+def test_checks_that_piled_up_while_no_producer_lived_reach_the_next_one_once_per_half(
+    system_topics: str, make_transaction_producer: MakeProducer, new_topic, new_group, answer
+) -> None:
+    topic, group = new_topic(), new_group()
+    gone = make_transaction_producer(group, never_checked)
+    halves = [pending_transaction(system_topics, gone, topic) for _ in range(4)]
+    gone.shutdown()
+    ask_rounds(system_topics, halves, rounds=range(1, 6))
+
+    checker = LocalTransaction(answer)
+    make_transaction_producer(group, checker)
+
+    wait_until_checks_read(system_topics, group, 20)
+    asked_about = sorted((m.id, m.get_property(prop.TRANSACTION_CHECK_TIMES)) for m in checker.seen)
+    assert asked_about == sorted((half.transaction_id, b"5") for _p, _o, half in halves), (
+        "each half once, at its latest check"
+    )
+    decisions = [
+        len(ends_of(system_topics, half.transaction_id, partition))
+        for partition, _o, half in halves
+    ]
+    assert decisions == [1 if answer == TransactionStatus.COMMIT else 0] * 4
 
 
 # -- concurrency -----------------------------------------------------------------------------
