@@ -52,12 +52,15 @@ def _exists(conf: dict[str, Any], timeout_s: float = _TIMEOUT_S) -> bool:
     return SCHEMAS in admin.list_topics(timeout=timeout_s).topics
 
 
-def publish(kafka: KafkaSettings) -> bool:
-    """Write this version's schemas to the schemas topic; False (logged) when it cannot."""
+def publish(kafka: KafkaSettings, *, again: bool = False) -> bool:
+    """Write this version's schemas to the schemas topic; False (logged) when it cannot. A
+    missing topic is news once: ``again`` (a retry, e.g. a worker's next turn before ``topics
+    init``) says it at debug level only."""
     conf = kafka.librdkafka({})
     try:
         if not _exists(conf):
-            log.info("no %s topic: schemas not published", naming.SCHEMAS_TOPIC)
+            level = logging.DEBUG if again else logging.INFO
+            log.log(level, "no %s topic: schemas not published", naming.SCHEMAS_TOPIC)
             return False
         producer = clients.producer({**conf, "message.timeout.ms": int(_TIMEOUT_S * 1000)})
         failures: list[str] = []
@@ -154,7 +157,7 @@ def install(kafka: KafkaSettings) -> threading.Event:
 
     def run() -> None:
         try:
-            attempt.ok = publish(kafka)
+            attempt.ok = publish(kafka, again=last is not None)
         finally:
             attempt.done.set()
 
