@@ -10,7 +10,7 @@ for that commit: a lost one only brings the request back); ``UNKNOWN`` (or an
 exception, ``None``, any other value) writes nothing and the coordinator asks again.
 
 The requests already fetched are read together, and a half's request that a later one
-replaces, or that this producer answered already, is not passed to the checker
+replaces, or about a half this producer decided already, is not passed to the checker
 (:mod:`adapter.transaction.check_backlog`): the backlog of requests that piles up while no
 producer of the group is alive reaches the first one to start as one call per half.
 
@@ -74,9 +74,9 @@ class CheckResponder:
         self.unreadable = 0
         """Check requests skipped because they could not be read (logged, not answered)."""
         self.skipped = 0
-        """Check requests not passed to the checker: superseded or answered already
+        """Check requests not passed to the checker: superseded, or about a decided half
         (:mod:`adapter.transaction.check_backlog`)."""
-        self._answered = backlog.AnsweredChecks()
+        self._decided = backlog.DecidedHalves()
         self._unknown_since_ms: int | None = None
 
     def start(self) -> None:
@@ -145,7 +145,7 @@ class CheckResponder:
             if self._stopping.is_set():  # the rest is another producer's, or the next start's
                 self._commit(consumer, record, offset_of(record))
                 return
-            if index in replaced or not self._answered.needs_answer(request):
+            if index in replaced or not self._decided.needs_answer(request):
                 self.skipped += 1
             elif not self._answer(request):
                 # Not committed: read the request again and ask the callback again.
@@ -197,8 +197,7 @@ class CheckResponder:
         tid = request.transaction_id
         what = f"checker_callback (check {request.check_times})"
         decision = decide(self._checker, what, tid, checked_message(request))
-        decided = decision is not TransactionDecision.UNKNOWN
-        if decided:
+        if decision is not TransactionDecision.UNKNOWN:
             half_at = (request.half_partition, request.half_offset)
             now = self._clock.now_ms()
             end = end_transaction(request, decision, half_at, request.check_times, now)
@@ -208,7 +207,7 @@ class CheckResponder:
             except ProducerException as exc:
                 log.warning("%s; the check will be answered again", exc)
                 return False
-        self._answered.remember(request, decided=decided)
+            self._decided.remember(request)
         return True
 
     def _commit(self, consumer: Consumer, record: KafkaRecord, next_offset: int) -> None:

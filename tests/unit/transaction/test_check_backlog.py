@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapter.transaction.check_backlog import AnsweredChecks, half_of, superseded
+from adapter.transaction.check_backlog import DecidedHalves, half_of, superseded
 from adapter.wire.records import CheckRequest
 from tests.records import EXAMPLES
 
@@ -50,41 +50,41 @@ def test_exactly_one_request_per_half_survives_and_it_is_the_last_read(
 
 
 def test_a_decided_half_is_never_asked_again_whatever_the_check() -> None:
-    answered = AnsweredChecks()
-    answered.remember(asked(10, check_times=3), decided=True)
+    decided = DecidedHalves()
+    decided.remember(asked(10, check_times=3))
 
-    assert not answered.needs_answer(asked(10, check_times=3))
-    assert not answered.needs_answer(asked(10, check_times=9))
-    assert answered.needs_answer(asked(11, check_times=1)), "another half is asked"
-
-
-def test_a_half_answered_unknown_is_asked_again_only_for_a_later_check() -> None:
-    answered = AnsweredChecks()
-    answered.remember(asked(10, check_times=3), decided=False)
-
-    assert not answered.needs_answer(asked(10, check_times=2)), "an older request, delivered again"
-    assert not answered.needs_answer(asked(10, check_times=3))
-    assert answered.needs_answer(asked(10, check_times=4))
+    assert not decided.needs_answer(asked(10, check_times=3))
+    assert not decided.needs_answer(asked(10, check_times=9))
+    assert decided.needs_answer(asked(11, check_times=1)), "another half is asked"
 
 
-def test_a_decision_is_not_forgotten_by_a_later_unknown() -> None:
-    answered = AnsweredChecks()
-    answered.remember(asked(10, check_times=1), decided=True)
-    answered.remember(asked(10, check_times=2), decided=False)
+def test_a_half_answered_unknown_is_asked_again_at_any_later_request() -> None:
+    """Not remembered: a coordinator that counted again from 1 still gets its answers."""
+    decided = DecidedHalves()
 
-    assert not answered.needs_answer(asked(10, check_times=5))
+    assert decided.needs_answer(asked(10, check_times=4))
+    assert decided.needs_answer(asked(10, check_times=1))
+
+
+def test_another_message_at_the_offset_of_a_decided_one_is_asked() -> None:
+    """A HALF topic deleted and made again reuses its offsets."""
+    decided = DecidedHalves()
+    decided.remember(asked(10, check_times=1))
+
+    other = dataclasses.replace(asked(10, check_times=1), transaction_id="7F0000010001FFFF")
+    assert decided.needs_answer(other)
 
 
 def test_the_memory_forgets_the_oldest_half_first_and_stays_bounded() -> None:
-    answered = AnsweredChecks(capacity=2)
+    decided = DecidedHalves(capacity=2)
     for half in (10, 20, 30):
-        answered.remember(asked(half, check_times=1), decided=True)
+        decided.remember(asked(half, check_times=1))
 
-    assert len(answered) == 2
-    assert answered.needs_answer(asked(10, check_times=1)), "forgotten: one more call, no harm"
-    assert not answered.needs_answer(asked(30, check_times=1))
+    assert len(decided) == 2
+    assert decided.needs_answer(asked(10, check_times=1)), "forgotten: one more call, no harm"
+    assert not decided.needs_answer(asked(30, check_times=1))
 
 
 def test_a_memory_of_no_halves_is_refused() -> None:
     with pytest.raises(ValueError, match="capacity must be at least 1"):
-        AnsweredChecks(capacity=0)
+        DecidedHalves(capacity=0)
