@@ -161,17 +161,16 @@ def test_a_delivered_timer_recalled_twice_is_refused_twice_though_the_log_compac
     assert len(read_committed(system_topics, topic, 1, timeout=2)) == 1
 
 
-def test_an_altered_or_made_up_recall_handle_is_refused_and_cancels_nothing(
-    make_v5_producer: MakeV5Producer, own_kafka: Broker, start_forwarder
+def test_an_altered_or_made_up_recall_handle_is_refused_and_writes_nothing(
+    make_v5_producer: MakeV5Producer, own_kafka: Broker
 ) -> None:
-    """On a broker of its own: on the shared one, what other tests leave on SCHEDULE or in the
-    forwarders' group held the timers up past 90 s twice in CI, and a timer that is late
-    looks like one that was cancelled."""
+    """Refused before anything reaches the recall topic, so no timer can be cancelled by it.
+    (On a broker of its own, where nothing else writes that topic.)"""
     bootstrap = own_kafka.bootstrap
     init_system_topics(bootstrap, DelayLevels.parse())
     mine, theirs = create_topic(bootstrap, 1, "Mine"), create_topic(bootstrap, 1, "Theirs")
     producer = make_v5_producer(bootstrap=bootstrap)
-    due = now_ms() + 2500
+    due = now_ms() + 60_000
     own = producer.send(timer(mine, "mine", due))
     other = producer.send(timer(theirs, "theirs", due))
     handle = str(own.recall_handle)
@@ -181,6 +180,7 @@ def test_an_altered_or_made_up_recall_handle_is_refused_and_cancels_nothing(
         "a message never sent here": (mine, edited(handle, message_id="7F00000100" + "A" * 22)),
         "its own handle moved to the other topic": (theirs, edited(handle, topic=theirs)),
     }
+    before = end_offset(bootstrap)
 
     def accepted(topic: str, bad: str) -> bool:
         try:
@@ -192,8 +192,7 @@ def test_an_altered_or_made_up_recall_handle_is_refused_and_cancels_nothing(
     assert [what for what, (topic, bad) in forged.items() if accepted(topic, bad)] == []
     with pytest.raises(IllegalArgumentException, match="not issued by this Kafka cluster"):
         producer.recall_message(*forged["a later deliver time"])
-    start_forwarder(bootstrap)
+    assert end_offset(bootstrap) == before, "no RECALL was written"
 
-    records = read_committed(bootstrap, mine, 1, timeout=60)
-    records += read_committed(bootstrap, theirs, 1, timeout=30)
-    assert sorted(r.value() for r in records) == [b"mine", b"theirs"], "nothing was cancelled"
+    producer.recall_message(mine, handle)  # the real handle still works, and writes its RECALL
+    assert end_offset(bootstrap) > before
