@@ -26,14 +26,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TypeVar
 
 from adapter.wire.records import CheckRequest
 
 REMEMBERED = 100_000
 """Decided halves a producer remembers (about 150 bytes each)."""
 
-Position = TypeVar("Position")
 HalfAt = tuple[int, int, str]
 
 
@@ -43,16 +41,16 @@ def half_of(request: CheckRequest) -> HalfAt:
     return request.half_partition, request.half_offset, request.transaction_id
 
 
-def superseded(asked: Sequence[tuple[Position, CheckRequest]]) -> set[int]:
+def superseded(asked: Sequence[CheckRequest]) -> set[int]:
     """The indexes into ``asked`` (read in order) of requests a later one about the same half
     replaces."""
     last: dict[HalfAt, int] = {}
     replaced: set[int] = set()
-    for index, (_position, request) in enumerate(asked):
-        earlier = last.get(half_of(request))
+    for index, request in enumerate(asked):
+        earlier = last.get(half := half_of(request))
         if earlier is not None:
             replaced.add(earlier)
-        last[half_of(request)] = index
+        last[half] = index
     return replaced
 
 

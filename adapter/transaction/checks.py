@@ -140,7 +140,7 @@ class CheckResponder:
             if request is not None:
                 asked.append((record, request))
             done = record
-        replaced = backlog.superseded(asked)
+        replaced = backlog.superseded([request for _record, request in asked])
         for index, (record, request) in enumerate(asked):
             if self._stopping.is_set():  # the rest is another producer's, or the next start's
                 self._commit(consumer, record, offset_of(record))

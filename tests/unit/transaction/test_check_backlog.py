@@ -24,10 +24,9 @@ def asked(half_offset: int, check_times: int) -> CheckRequest:
 
 def test_twelve_rounds_of_requests_about_three_halves_leave_each_halfs_last_round() -> None:
     requests = [asked(half, round_) for round_ in range(1, 13) for half in (10, 20, 30)]
-    backlog = list(enumerate(requests))
 
-    replaced = superseded(backlog)
-    kept = [request for i, request in backlog if i not in replaced]
+    replaced = superseded(requests)
+    kept = [request for i, request in enumerate(requests) if i not in replaced]
 
     assert [(r.half_offset, r.check_times) for r in kept] == [(10, 12), (20, 12), (30, 12)]
 
@@ -36,17 +35,17 @@ def test_twelve_rounds_of_requests_about_three_halves_leave_each_halfs_last_roun
 def test_exactly_one_request_per_half_survives_and_it_is_the_last_read(
     reads: list[tuple[int, int]],
 ) -> None:
-    backlog = [(i, asked(half, check)) for i, (half, check) in enumerate(reads)]
+    requests = [asked(half, check) for half, check in reads]
 
-    replaced = superseded(backlog)
-    kept = [i for i in range(len(backlog)) if i not in replaced]
+    replaced = superseded(requests)
+    kept = [i for i in range(len(requests)) if i not in replaced]
 
-    assert sorted(half_of(backlog[i][1]) for i in kept) == sorted(
-        {half_of(request) for _at, request in backlog}
+    assert sorted(half_of(requests[i]) for i in kept) == sorted(
+        {half_of(request) for request in requests}
     )
     for i in kept:
-        later = [request for _at, request in backlog[i + 1 :]]
-        assert half_of(backlog[i][1]) not in {half_of(request) for request in later}
+        later = requests[i + 1 :]
+        assert half_of(requests[i]) not in {half_of(request) for request in later}
 
 
 def test_a_decided_half_is_never_asked_again_whatever_the_check() -> None:
