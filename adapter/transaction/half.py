@@ -20,7 +20,7 @@ from adapter import naming
 from adapter import properties as prop
 from adapter.transaction.half_state import HalfState
 from adapter.transaction.timing import CLOCK_SKEW_ALLOWANCE_MS
-from adapter.wire.records import HalfMessage
+from adapter.wire.records import EndTransaction, HalfMessage
 
 __all__ = ["HalfInfo", "Pending", "half_info"]
 
@@ -70,6 +70,9 @@ class Pending(Generic[P]):
     check_times: int = 0
     due_ms: int = 0
     state: HalfState = HalfState.PREPARED
+    held: tuple[int, EndTransaction] | None = None
+    """A COMMIT read before a search of its queue could be final (END offset, decision):
+    applied, with the search, at ``due_ms``."""
 
 
 def half_info(half: HalfMessage) -> HalfInfo:

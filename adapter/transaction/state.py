@@ -49,15 +49,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from adapter.transaction.actions import (
-    Action,
-    Check,
-    Commit,
-    Discard,
-    Duplicate,
-    Refuse,
-    Rollback,
-)
+from adapter.transaction.actions import Action, Check, Commit, Discard, Duplicate, Refuse, Rollback
 from adapter.transaction.config import CheckPolicy
 from adapter.transaction.direct import Step, on_commit
 from adapter.transaction.half import HalfInfo, Pending, half_info
@@ -266,7 +258,9 @@ class PartitionState(Generic[P]):
             pending = self._pending.get(offset)
             if pending is None or pending.due_ms != due_ms:
                 continue  # resolved, or re-scheduled
-            if pending.check_times >= policy.check_max:
+            if pending.held is not None:  # a COMMIT held until a search of its queue is final
+                actions += self._apply(pending, pending.held[1], False, search=True)
+            elif pending.check_times >= policy.check_max:
                 actions.append(self._discard(pending, f"checked {pending.check_times} times"))
             elif now_ms - pending.info.born_ms > policy.retention_ms:
                 actions.append(self._discard(pending, "older than the retention time"))
@@ -301,7 +295,8 @@ class PartitionState(Generic[P]):
     def positions(self) -> tuple[int, int, int]:
         """HALF, END and OP positions to commit: reading again from them rebuilds this state."""
         half = min(self._pending, default=self._half_next)
-        end = min(self._waiting.end_offsets(), default=self._end_next)
+        held = [p.held[0] for p in self._pending.values() if p.held is not None]
+        end = min([*self._waiting.end_offsets(), *held], default=self._end_next)
         marks = [p.op_mark for p in self._pending.values()]
         marks += self._decided_ahead.values()
         if self._op_floor is not None:
@@ -384,31 +379,32 @@ class PartitionState(Generic[P]):
             return [Duplicate(end_offset, end)]
         info = pending.info
         if (end.transaction_id, end.producer_group) != (info.transaction_id, info.producer_group):
-            return [
-                Refuse(
-                    end_offset, end, self._mismatch(end, info.transaction_id, info.producer_group)
-                )
-            ]
+            why = self._mismatch(end, info.transaction_id, info.producer_group)
+            return [Refuse(end_offset, end, why)]
         if end.decision is TransactionDecision.UNKNOWN:
             return []
+        if pending.held is not None:
+            return [Duplicate(end_offset, end)]  # the first decision stands, as in RocketMQ
         # A delivered decision was written within the fast-commit window by construction; its
         # message is out already, so it is never refused for coming late.
         if not end.from_check and not delivered and info.immunity_ms is not None:
             window = max(info.immunity_ms, self.policy.transaction_timeout_ms)
-            if now_ms - info.born_ms > window:
-                return [
-                    Refuse(
-                        end_offset,
-                        end,
-                        f"decision came {now_ms - info.born_ms} ms after birth, past the "
-                        f"{window} ms immunity window; the check-back decides",
-                    )
-                ]
+            if (late := now_ms - info.born_ms) > window:
+                why = f"decision came {late} ms after birth, past the {window} ms immunity window"
+                return [Refuse(end_offset, end, f"{why}; the check-back decides")]
         step = Step.RECORD
         if end.decision is TransactionDecision.COMMIT:
             step = on_commit(info.searchable_ms, now_ms, delivered=delivered)
-            if step is Step.WAIT:  # a direct append may still land: the check-back decides
+            if step is Step.WAIT:  # a direct append may still land: applied once it cannot
+                pending.held = (end_offset, end)  # END is read again from it after a crash
+                pending.due_ms = info.searchable_ms or now_ms  # no check comes before it
+                heapq.heappush(self._due, (pending.due_ms, pending.offset))
                 return []
+        return self._apply(pending, end, delivered, search=step is Step.SEARCH)
+
+    def _apply(
+        self, pending: Pending[P], end: EndTransaction, delivered: bool, *, search: bool
+    ) -> list[Action[P]]:
         # A decision naming a copy not read yet records that copy as decided too, so that a
         # successor reading it after a crash never takes it for a message of its own.
         copies = (end.half_offset,) if end.half_offset >= self._half_next else ()
@@ -416,7 +412,7 @@ class PartitionState(Generic[P]):
             self._decided_ahead.setdefault(copy, self._op_mark())
         if end.decision is TransactionDecision.COMMIT:
             self._resolve(pending, HalfState.COMMITTED)
-            return [Commit(pending, end, delivered, copies, search=step is Step.SEARCH)]
+            return [Commit(pending, end, delivered, copies, search=search)]
         self._resolve(pending, HalfState.ROLLED_BACK)
         return [Rollback(pending, end, copies)]
 

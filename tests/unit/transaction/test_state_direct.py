@@ -1,10 +1,12 @@
 """The coordinator's state with half messages committed directly: a COMMIT that is not the
-producer's own waits until a search of the queue can be final, then asks for one."""
+producer's own is held until a search of the queue can be final, then applied with one."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from adapter.transaction.config import CheckPolicy
-from adapter.transaction.state import Check, Commit, HalfInfo, PartitionState
+from adapter.transaction.state import Check, Commit, Duplicate, HalfInfo, PartitionState
 from adapter.transaction.timing import CLOCK_SKEW_ALLOWANCE_MS
 from adapter.wire.records import EndTransaction, TransactionDecision
 
@@ -39,10 +41,36 @@ def test_the_producer_s_own_direct_commit_is_recorded_without_a_search() -> None
     assert not action.search
 
 
-def test_another_commit_before_the_fence_passed_is_left_to_the_check_back() -> None:
+def test_another_commit_before_the_fence_passed_is_applied_with_a_search_once_it_passes() -> None:
     state = direct_state()
-    assert state.end(0, commit(), now_ms=SEARCHABLE - 1) == []
-    assert state.pending_count == 1, "still pending: the check-back decides"
+    assert state.end(0, commit(), now_ms=50) == []
+    assert state.pending_count == 1, "held: a direct append may still land"
+    assert state.positions()[1] == 0, "END is read again from it after a crash"
+    assert state.due(SEARCHABLE - 1, 10) == []
+    [action] = state.due(SEARCHABLE, 10)
+    assert isinstance(action, Commit), "applied, not left to a check-back"
+    assert action.search
+    assert state.pending_count == 0
+    assert state.positions()[1] == 1
+
+
+def test_a_decision_read_after_a_held_commit_changes_nothing() -> None:
+    state = direct_state()
+    state.end(0, commit(), now_ms=50)
+    rollback = dataclasses.replace(commit(), decision=TransactionDecision.ROLLBACK)
+    [duplicate] = state.end(1, rollback, now_ms=60)
+    assert isinstance(duplicate, Duplicate)
+    [action] = state.due(SEARCHABLE, 10)
+    assert isinstance(action, Commit)
+
+
+def test_a_held_commit_read_inside_its_window_is_not_refused_for_being_applied_later() -> None:
+    state: PartitionState[str] = PartitionState(POLICY, half_start=0, end_start=0, op_start=0)
+    info = HalfInfo("t0", GROUP, 0, immunity_ms=0, direct_fence_ms=FENCE_MS)
+    state.half(0, info, "body", now_ms=10)
+    state.end(0, commit(), now_ms=POLICY.transaction_timeout_ms - 1)
+    [action] = state.due(SEARCHABLE, 10)
+    assert isinstance(action, Commit)
 
 
 def test_a_commit_once_the_fence_passed_asks_for_a_search_of_the_queue() -> None:
