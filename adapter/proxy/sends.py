@@ -14,11 +14,12 @@ and the 2.0 producers use), each message as :mod:`adapter.proxy.messages` checks
 - PRIORITY: the record, in its priority's band of a topic made for priorities, as
   ``adapter.v5`` sends it (:mod:`adapter.priorities`).
 
-A NORMAL or FIFO message to a topic whose queues the proxy knows is built and produced on
-the event loop, which awaits Kafka's acknowledgement
+A NORMAL or FIFO message to a topic whose queues the proxy knows, and a half message to a
+topic whose transactional producer runs here and whose topics it looked up lately, are built
+and produced on the event loop, which awaits Kafka's acknowledgement
 (:func:`adapter.kafka.writing.produce_and_await`); anything that may wait on Kafka before its
-produce (a topic not looked up lately, a timer, a half message, a priority band) goes to a
-worker thread.
+produce (a topic not looked up lately, a producer to start, a timer, a priority band) goes to
+a worker thread.
 
 Several messages in one request are a batch: each is sent on its own and gets its own entry
 (status, message id, offset; transaction id or recall handle); the response's status is the
@@ -57,6 +58,7 @@ from adapter.proxy.metrics import ProxyMetrics
 from adapter.proxy.protocol import service
 from adapter.proxy.transactions import Transactions
 from adapter.schedule.recall import BadRecallHandle
+from adapter.transaction.producer import TransactionMQProducer
 from adapter.v5 import timers
 
 __all__ = ["Sends"]
@@ -127,13 +129,18 @@ class Sends:
             )
             account.require(Perm.PUB, topic=out.topic)
             record = self._plain_record(out)
-            if record is None:  # building or sending it may wait on Kafka: a worker thread
-                loop = asyncio.get_running_loop()
-                entry = await loop.run_in_executor(self._executor, self._send, out, client_id)
-            else:
+            producer = self._half_producer(out)
+            if record is not None:
                 what = f"{out.message_id} to {out.topic}"
                 ack = await self._sender.produce_and_await(record, _SendFailed, what)
                 entry = _entry(out.message_id, ack.offset)
+            elif producer is not None:
+                transactions = self._transactions
+                handle, offset = await transactions.send_half_async(producer, out, client_id)
+                entry = _entry(out.message_id, offset, transaction_id=handle)
+            else:  # building or sending it may wait on Kafka: a worker thread
+                loop = asyncio.get_running_loop()
+                entry = await loop.run_in_executor(self._executor, self._send, out, client_id)
             self._metrics.messages.labels(out.kind).inc()
             return entry
         except Exception as exc:  # noqa: BLE001 - each entry answers for itself
@@ -152,6 +159,14 @@ class Sends:
             return None
         queues = self._sender.topics.cached(naming.kafka_topic(out.topic))
         return self._record(out, queues) if queues else None
+
+    def _half_producer(self, out: Outbound) -> TransactionMQProducer | None:
+        """The producer of a TRANSACTION message's half, when it is built on the event loop
+        without waiting on Kafka (its topic's producer started and its topics looked up
+        lately); None otherwise."""
+        if out.kind != "TRANSACTION" or out.deliver_at_ms is not None:
+            return None
+        return self._transactions.ready_for(out.topic)
 
     def _record(self, out: Outbound, queues: int) -> Outgoing:
         """``out``'s record on its topic of ``queues`` partitions: a FIFO message group picks

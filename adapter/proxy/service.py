@@ -189,7 +189,8 @@ class MessagingService:
     async def EndTransaction(self, request: Any, context: Any) -> Any:
         async def work(_: Mapping[str, str], account: Account) -> Any:
             account.require(Perm.PUB, topic=resource_name(request.topic))
-            await self._blocking(self._transactions.end, request)
+            if not self._transactions.end_at_once(request):  # most commits: no thread
+                await self._blocking(self._transactions.end, request)
             return service.EndTransactionResponse(status=codes.status())
 
         return await self._answer("EndTransaction", request, context, work)

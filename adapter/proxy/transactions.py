@@ -14,8 +14,10 @@ Reproduces RocketMQ 5's transactions as its proxy serves them, on the adapter's 
   :class:`~adapter.proxy.handles.TransactionHandle`;
 - ``EndTransaction`` (source CLIENT) decides it through ``end_half``, the fast path when the
   decision comes in time and this proxy sent the half message; otherwise, or from another
-  proxy, by the handle (``end_named``). A resolution that is neither COMMIT nor ROLLBACK
-  changes nothing, as an UNKNOWN local transaction in RocketMQ;
+  proxy, by the handle (``end_named``). A COMMIT that a direct commit takes waits on nothing
+  and is applied on the event loop (``end_at_once``); any other decision on a thread. A
+  resolution that is neither COMMIT nor ROLLBACK changes nothing, as an UNKNOWN local
+  transaction in RocketMQ;
 - a check request of the coordinator (:mod:`adapter.transaction.checks` reads the group's
   check topic) is pushed to a live client of the topic as ``RecoverOrphanedTransactionCommand``
   on its Telemetry stream, with a handle naming the check; the client's
@@ -35,6 +37,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from adapter import naming
 from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.exceptions import ProducerException
@@ -183,10 +186,38 @@ class Transactions:
             )
         except ProducerException as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"half message: {exc}") from exc
+        return self._sent(out.topic, sent)
+
+    def ready_for(self, topic: str) -> TransactionMQProducer | None:
+        """The started producer of ``topic`` when a half message to it is sent without
+        waiting for anything but Kafka's acknowledgement (for the event loop); else None."""
+        with self._lock:
+            producer = self._producers.get(topic)
+        if producer is None or not producer.ready_for(naming.kafka_topic(topic)):
+            return None
+        return producer
+
+    async def send_half_async(
+        self, producer: TransactionMQProducer, out: Outbound, client_id: str
+    ) -> tuple[str, int]:
+        """:meth:`send_half` on the event loop, through ``producer`` (:meth:`ready_for`)."""
+        self._sessions.serve(client_id, [out.topic])
+        stamp = stable_born_ms(out.message_id, self._clock.now_ms())
+        try:
+            half, record = producer.half_record(
+                out.wire, out.message_id, copy_stamp=stamp, key=client_id or out.message_id
+            )
+            sent = await producer.send_built_half(half, record)
+        except ProducerException as exc:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"half message: {exc}") from exc
+        return self._sent(out.topic, sent)
+
+    def _sent(self, topic: str, sent: HalfSent) -> tuple[str, int]:
+        """Remember a half message sent here (for the fast path); its handle and offset."""
         handle = TransactionHandle(sent.partition, sent.offset).encode()
         now = time.monotonic()
         with self._lock:
-            self._recent[(out.topic, handle)] = (sent, now)
+            self._recent[(topic, handle)] = (sent, now)
             recent = self._recent
             while len(recent) > RECENT_SENDS or now - next(iter(recent.values()))[1] > RECENT_S:
                 recent.popitem(last=False)  # oldest first: undecided ones do not pile up
@@ -213,7 +244,7 @@ class Transactions:
         recent = self._take_recent(topic, request.transaction_id, message_id)
         try:
             if recent is not None and not from_check:
-                producer.end_half(recent, decision)
+                producer.end_half(recent[0], decision)
             else:
                 checks = max(handle.check_times, 1) if from_check else 0
                 producer.end_named(
@@ -230,7 +261,34 @@ class Transactions:
                 f"the decision on {message_id} did not reach Kafka ({exc}); a check will ask again",
             ) from exc
 
-    def _take_recent(self, topic: str, handle: str, message_id: str) -> HalfSent | None:
+    def end_at_once(self, request: Any) -> bool:
+        """A client's COMMIT of a half message sent here moments ago, applied on the calling
+        thread when that waits on nothing (a direct commit: :meth:`TransactionMQProducer.
+        end_without_waiting`); False: nothing was done, and :meth:`end` applies it."""
+        if (
+            request.source == definition.TransactionSource.SOURCE_SERVER_CHECK
+            or request.resolution != definition.TransactionResolution.COMMIT
+        ):
+            return False
+        topic, key = resource_name(request.topic), str(request.transaction_id)
+        with self._lock:
+            producer = self._producers.get(topic)
+        if producer is None:
+            return False
+        found = self._take_recent(topic, key, str(request.message_id))
+        if found is None:
+            return False
+        if producer.end_without_waiting(found[0], TransactionDecision.COMMIT):
+            return True
+        with self._lock:  # taken above, so no one else holds it: end() finds it again
+            self._recent[(topic, key)] = found
+        return False
+
+    def _take_recent(
+        self, topic: str, handle: str, message_id: str
+    ) -> tuple[HalfSent, float] | None:
+        """The half message of ``handle`` sent here, and when, taken out (so that one decision
+        only takes the fast path); None when it is not one of the last ``RECENT_S``."""
         with self._lock:
             found = self._recent.pop((topic, handle), None)
         if found is None:
@@ -238,7 +296,7 @@ class Transactions:
         sent, at = found
         if sent.transaction_id != message_id or time.monotonic() - at > RECENT_S:
             return None
-        return sent
+        return found
 
     # -- check-backs --------------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """Transactional messages: RocketMQ's half messages, decisions and check-backs, on Kafka.
 
 The producer's side: ``producer`` (``TransactionMQProducer``: half message, local transaction,
-decision), ``group_commit`` (the fast path: many decisions per Kafka transaction),
-``direct_commit`` (a COMMIT as one append, to a topic ``fences`` finds bounded in time),
-``timing`` (the fast path's timing contract, which the coordinator keeps too), ``checks``
-(answering the coordinator's check requests; ``check_backlog`` says which need no answer) and
-``envelope`` (the records they write).
+decision), ``half_record`` (a half message checked, and its record), ``group_commit`` (the fast
+path: many decisions per Kafka transaction), ``direct_commit`` (a COMMIT as one append, to a
+topic ``fences`` finds bounded in time), ``timing`` (the fast path's timing contract, which the
+coordinator keeps too), ``checks`` (answering the coordinator's check requests;
+``check_backlog`` says which need no answer) and ``envelope`` (the records they write).
 
 The coordinator, a pure core: ``half`` (what it knows of a half message, and the one
 validation of one), ``half_state`` (its moves), ``state`` (one partition's decisions, checks and

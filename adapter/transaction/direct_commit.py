@@ -65,6 +65,10 @@ class DirectCommits:
         self._clock = clock
         self._on_lost = on_lost
 
+    def knows(self, kafka_topic: str) -> bool:
+        """Whether :meth:`prepare` of a message to ``kafka_topic`` asks Kafka nothing."""
+        return self._fences.knows(kafka_topic)
+
     def prepare(self, half: HalfMessage) -> HalfMessage:
         """``half`` marked direct, with its queue chosen, when its topic has a fence; else
         ``half`` as it is."""

@@ -52,9 +52,18 @@ class TopicFences:
         self._lock = threading.Lock()
         self._errors = RepeatLimiter(60.0, clock.monotonic)
 
+    def knows(self, kafka_topic: str) -> bool:
+        """Whether :meth:`of` ``kafka_topic`` answers from what it knows, asking Kafka nothing
+        (without the lock, which :meth:`of` holds while it asks: for an event loop)."""
+        known = self._known.get(kafka_topic)
+        return known is not None and self._clock.monotonic() - known[0] < KEEP_S
+
     def of(self, kafka_topic: str) -> Fence | None:
         """``kafka_topic``'s fence; None when its appends are not bounded in time."""
         now = self._clock.monotonic()
+        known = self._known.get(kafka_topic)  # first without the lock, held while Kafka is asked
+        if known is not None and now - known[0] < KEEP_S:
+            return known[1]
         with self._lock:
             known = self._known.get(kafka_topic)
             if known is not None and now - known[0] < KEEP_S:

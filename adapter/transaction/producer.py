@@ -42,7 +42,6 @@ send is acknowledged or fails.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import random
@@ -54,7 +53,6 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Message as KafkaRecord
 
 from adapter import naming
-from adapter import properties as prop
 from adapter.clock import SYSTEM_CLOCK, Clock
 from adapter.config import KafkaSettings
 from adapter.exceptions import (
@@ -64,13 +62,12 @@ from adapter.exceptions import (
     ProducerStartFailed,
 )
 from adapter.kafka import clients
-from adapter.kafka.metadata import MissingTopic
 from adapter.message import Message, ReceivedMessage
 from adapter.msgid import new_message_id
-from adapter.producer import routing
 from adapter.producer.config import ProducerConfig
 from adapter.producer.producer import ProducerBase
 from adapter.producer.sender import Outgoing, Sender, SendResult, SendStatus
+from adapter.transaction import half_record
 from adapter.transaction.checks import Checker, CheckResponder
 from adapter.transaction.direct_commit import DirectCommits, is_direct
 from adapter.transaction.envelope import (
@@ -79,12 +76,11 @@ from adapter.transaction.envelope import (
     committed_delivery,
     decide,
     end_transaction,
-    half_message,
     prepared_message,
 )
 from adapter.transaction.fences import TopicFences
 from adapter.transaction.group_commit import Decision, GroupCommitter, lane_settings
-from adapter.transaction.half import half_info
+from adapter.transaction.half_record import END, HALF
 from adapter.transaction.timing import FAST_COMMIT_WINDOW_MS
 from adapter.wire import codec
 from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecision
@@ -92,9 +88,6 @@ from adapter.wire.records import EndTransaction, HalfMessage, TransactionDecisio
 __all__ = ["HalfSent", "TransactionStatus", "TransactionMQProducer"]
 
 log = logging.getLogger(__name__)
-
-HALF = naming.kafka_topic(naming.TRANS_HALF_TOPIC)
-END = naming.kafka_topic(naming.TRANS_END_TOPIC)
 
 # Each sender waits for its half message's acknowledgement, so the linger is short. Alone with
 # the broker, linger.ms 0 sent more (8 threads: 2,723 transactions/s against 1,486), but with a
@@ -263,36 +256,47 @@ class TransactionMQProducer(ProducerBase):
         retries through another one): the same stamp and key put the copy in the same HALF
         partition, where the coordinator takes it for the same message. The born time is
         always now: the check-back and the fast path's window count from it."""
-        error = ProducerSendSyncFailed
-        sender = self._started(error)
-        transaction_id = transaction_id or new_message_id()
+        half, record = self.half_record(message, transaction_id, copy_stamp=copy_stamp, key=key)
+        what = f"half message {half.transaction_id} for {message.topic}"
+        ack = self._started(error := ProducerSendSyncFailed).produce_and_ack(record, error, what)
+        return HalfSent(half, ack.partition, ack.offset)
+
+    async def send_built_half(self, half: HalfMessage, record: Outgoing) -> HalfSent:
+        """The half message and record of :meth:`half_record` sent from an asyncio task, which
+        awaits the acknowledgement (building them waits on nothing once :meth:`ready_for`)."""
+        what = f"half message {half.transaction_id} for {half.topic}"
+        sender = self._started(ProducerSendSyncFailed)
+        ack = await sender.produce_and_await(record, ProducerSendSyncFailed, what)
+        return HalfSent(half, ack.partition, ack.offset)
+
+    def ready_for(self, kafka_topic: str) -> bool:
+        """Whether a half message to ``kafka_topic`` is built without asking Kafka anything:
+        started, and the topic's and HALF's partitions (and the topic's fence) known lately."""
+        sender, direct = self._sender, self._direct
+        if sender is None or not all(sender.topics.cached(t) for t in (kafka_topic, HALF, END)):
+            return False
+        return direct is None or direct.knows(kafka_topic)
+
+    def half_record(
+        self,
+        message: Message,
+        transaction_id: str | None = None,
+        *,
+        copy_stamp: int | None = None,
+        key: str | None = None,
+    ) -> tuple[HalfMessage, Outgoing]:
+        """``message``'s half message and the HALF record that carries it (see
+        :meth:`send_half`); ``ProducerSendSyncFailed`` when it cannot be sent."""
+        sender = self._started(ProducerSendSyncFailed)
         try:
-            topic = sender.check(message)
-            half = half_message(
-                message,
-                group=self._group,
-                transaction_id=transaction_id,
-                born_ms=self._clock.now_ms(),
-            )
-            if copy_stamp is not None:
-                properties = {**half.properties, prop.COPY_STAMP: str(copy_stamp)}
-                half = dataclasses.replace(half, properties=properties)
-            half_info(half)  # the coordinator's own validation: it never refuses what we send
-            self._require_topics(sender, topic)
+            tid, now = transaction_id or new_message_id(), self._clock.now_ms()
+            half = half_record.half_of(sender, message, self._group, tid, now, copy_stamp)
             if self._direct is not None:
                 half = self._direct.prepare(half)
-            value = codec.encode(half)
             partition = self._half_partition(sender)
-            if key is not None:
-                partition = routing.queue_for_sharding_key(key, sender.topics.require(HALF))
+            return half, half_record.record(sender, half, partition=partition, key=key)
         except (AdapterError, KafkaException) as exc:
-            raise error(str(exc)) from exc
-        headers = [(prop.UNIQ_KEY, transaction_id.encode())]
-        record = Outgoing(HALF, value, headers, partition, None)
-        ack = sender.produce_and_ack(
-            record, error, f"half message {transaction_id} for {message.topic}"
-        )
-        return HalfSent(half, ack.partition, ack.offset)
+            raise ProducerSendSyncFailed(str(exc)) from exc
 
     def end_half(self, sent: HalfSent, decision: TransactionDecision) -> None:
         """Decide a half message of :meth:`send_half`: ``COMMIT`` or ``ROLLBACK``. A direct
@@ -308,6 +312,21 @@ class TransactionMQProducer(ProducerBase):
             return
         record = Outgoing(END, codec.encode(end), [], end.half_partition, None)
         sender.produce_and_ack(record, ProducerSendSyncFailed, f"END of {end.transaction_id}")
+
+    def end_without_waiting(self, sent: HalfSent, decision: TransactionDecision) -> bool:
+        """:meth:`end_half` when it waits on nothing: a COMMIT of a direct half message whose
+        topic's fence is known, appended in its window (for an event loop). False: nothing
+        was done; call :meth:`end_half`."""
+        direct = self._direct
+        if (
+            decision is not TransactionDecision.COMMIT
+            or direct is None
+            or self._sender is None
+            or not is_direct(sent.half)
+            or not direct.knows(naming.kafka_topic(sent.half.topic))
+        ):
+            return False
+        return direct.commit(sent.half, self._end_record(sent, decision))
 
     def end_named(
         self,
@@ -348,35 +367,6 @@ class TransactionMQProducer(ProducerBase):
     def _end_record(self, sent: HalfSent, decision: TransactionDecision) -> EndTransaction:
         half_at = (sent.partition, sent.offset)
         return end_transaction(sent.half, decision, half_at, 0, self._clock.now_ms())
-
-    def _require_topics(self, sender: Sender, topic: str) -> None:
-        """The real topic exists, or is created as a plain send creates it (asked for by
-        name: a broker with ``auto.create.topics.enable`` creates it; a topic created a moment
-        ago may take until the send timeout to appear), and HALF and END exist with the same
-        partition count. A missing topic is one error naming the command that creates it."""
-        try:
-            sender.topics.require(topic, create=True, wait_s=sender.timeout_s)
-            missing = False
-        except MissingTopic:
-            missing = True
-        if missing:  # raised here, not in the handler: no retry machinery in its traceback
-            name = naming.decode(topic)
-            raise MissingTopic(
-                f"topic {name!r} does not exist and this Kafka cluster does not create topics "
-                f"on use: create it with `rmq-adapter topics create {name}`",
-                topic=name,
-            )
-        try:
-            half, end = sender.topics.require(HALF), sender.topics.require(END)
-        except AdapterError as exc:
-            raise AdapterError(
-                f"{exc}; create the system topics with `rmq-adapter topics init`"
-            ) from exc
-        if half != end:
-            raise AdapterError(
-                f"{naming.TRANS_HALF_TOPIC} has {half} partitions and {naming.TRANS_END_TOPIC} "
-                f"{end}; they must match (see `rmq-adapter topics init`)"
-            )
 
     def _half_partition(self, sender: Sender) -> int | None:
         """The HALF partition of this producer's half messages, chosen once at random: each
