@@ -178,12 +178,9 @@ class Transactions:
     def send_half(self, out: Outbound, client_id: str) -> tuple[str, int]:
         """Write ``out``'s half message (blocking); its handle and HALF offset."""
         producer = self.producer(out.topic)
-        self._sessions.serve(client_id, [out.topic])
-        stamp = stable_born_ms(out.message_id, self._clock.now_ms())
+        options = self._half_options(out, client_id)
         try:
-            sent = producer.send_half(
-                out.wire, out.message_id, copy_stamp=stamp, key=client_id or out.message_id
-            )
+            sent = producer.send_half(out.wire, out.message_id, **options)
         except ProducerException as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"half message: {exc}") from exc
         return self._sent(out.topic, sent)
@@ -201,16 +198,21 @@ class Transactions:
         self, producer: TransactionMQProducer, out: Outbound, client_id: str
     ) -> tuple[str, int]:
         """:meth:`send_half` on the event loop, through ``producer`` (:meth:`ready_for`)."""
-        self._sessions.serve(client_id, [out.topic])
-        stamp = stable_born_ms(out.message_id, self._clock.now_ms())
+        options = self._half_options(out, client_id)
         try:
-            half, record = producer.half_record(
-                out.wire, out.message_id, copy_stamp=stamp, key=client_id or out.message_id
-            )
+            half, record = producer.half_record(out.wire, out.message_id, **options)
             sent = await producer.send_built_half(half, record)
         except ProducerException as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"half message: {exc}") from exc
         return self._sent(out.topic, sent)
+
+    def _half_options(self, out: Outbound, client_id: str) -> dict[str, Any]:
+        """How ``out``'s half message is sent, on either path: with a stamp and key that put a
+        copy retried through another proxy in the same HALF partition. The client serves the
+        topic's check-backs from now on."""
+        self._sessions.serve(client_id, [out.topic])
+        stamp = stable_born_ms(out.message_id, self._clock.now_ms())
+        return {"copy_stamp": stamp, "key": client_id or out.message_id}
 
     def _sent(self, topic: str, sent: HalfSent) -> tuple[str, int]:
         """Remember a half message sent here (for the fast path); its handle and offset."""

@@ -55,18 +55,17 @@ class TopicFences:
     def knows(self, kafka_topic: str) -> bool:
         """Whether :meth:`of` ``kafka_topic`` answers from what it knows, asking Kafka nothing
         (without the lock, which :meth:`of` holds while it asks: for an event loop)."""
-        known = self._known.get(kafka_topic)
-        return known is not None and self._clock.monotonic() - known[0] < KEEP_S
+        return self._fresh(kafka_topic, self._clock.monotonic()) is not None
 
     def of(self, kafka_topic: str) -> Fence | None:
         """``kafka_topic``'s fence; None when its appends are not bounded in time."""
         now = self._clock.monotonic()
-        known = self._known.get(kafka_topic)  # first without the lock, held while Kafka is asked
-        if known is not None and now - known[0] < KEEP_S:
+        known = self._fresh(kafka_topic, now)  # first without the lock, held while Kafka is asked
+        if known is not None:
             return known[1]
         with self._lock:
-            known = self._known.get(kafka_topic)
-            if known is not None and now - known[0] < KEEP_S:
+            known = self._fresh(kafka_topic, now)
+            if known is not None:
                 return known[1]
             try:
                 fence = self._read(kafka_topic)
@@ -81,6 +80,11 @@ class TopicFences:
                 fence = None
             self._known[kafka_topic] = (now, fence)
             return fence
+
+    def _fresh(self, kafka_topic: str, now: float) -> tuple[float, Fence | None] | None:
+        """What is known of ``kafka_topic`` (when it was read, its fence), if read lately."""
+        known = self._known.get(kafka_topic)
+        return known if known is not None and now - known[0] < KEEP_S else None
 
     def _read(self, kafka_topic: str) -> Fence | None:
         if self._admin is None:
