@@ -392,7 +392,7 @@ def report(seen: dict[str, object], spark_report, chart: Path) -> tuple[str, boo
 
 
 class SparkJobs:
-    """The points job streams beside the shop (500 ms trigger), as in production; the telemetry
+    """The points job streams beside the shop (250 ms trigger), as in production; the telemetry
     job runs once at the end (availableNow)."""
 
     def __init__(self, bootstrap: str, state: Path) -> None:
@@ -403,7 +403,7 @@ class SparkJobs:
             Job.POINTS,
             bootstrap=bootstrap,
             topics=(PAYMENTS,),
-            trigger_ms=500,
+            trigger_ms=250,
             checkpoint=state / "points" / "checkpoint",
             table=state / "points" / "table",
         )
@@ -546,7 +546,7 @@ def main() -> None:
         warming.start()
         create_topics(address)
         warming.join()
-        print("starting the Spark points job (local[2], 500 ms trigger)...", flush=True)
+        print("starting the Spark points job (local[2], 250 ms trigger)...", flush=True)
         spark.start()
         print("running the shop: payments, notifications, orderly events, delayed reminders...")
         seen = shop(address, data_dir)

@@ -50,7 +50,7 @@ def _options(job: Job) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         ),
         option(
             "--trigger-ms", "SPARK_TRIGGER_MS",
-            "Processing-time trigger in ms.  [default: 500 points, 5000 the others]", type=int,
+            "Processing-time trigger in ms.  [default: 250 points, 5000 the others]", type=int,
         ),
         option(
             "--available-now", "SPARK_AVAILABLE_NOW",

@@ -56,7 +56,10 @@ class Job(StrEnum):
     INDEX = "index"
 
 
-DEFAULT_TRIGGER_MS = {Job.POINTS: 500, Job.TELEMETRY: 5000, Job.INDEX: 5000}
+DEFAULT_TRIGGER_MS = {Job.POINTS: 250, Job.TELEMETRY: 5000, Job.INDEX: 5000}
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = {Job.POINTS: 100_000}
+"""The points job merges each batch from its driver (:mod:`adapter.spark.ledger`), so a backlog
+is read in batches of at most this many records."""
 """The points job credits within a second of a commit; telemetry is a dashboard, 5 s is plenty;
 the message index is read with a scan of what is newer, so 5 s is plenty there too."""
 
@@ -187,7 +190,10 @@ class SparkJobConfig:
             delay_levels=options.get("delay_levels") or env.get(ENV_DELAY_LEVELS) or None,
             starting_offsets=pick("starting_offsets", "STARTING_OFFSETS", str, "earliest"),
             max_offsets_per_trigger=pick(
-                "max_offsets_per_trigger", "MAX_OFFSETS_PER_TRIGGER", int, None
+                "max_offsets_per_trigger",
+                "MAX_OFFSETS_PER_TRIGGER",
+                int,
+                DEFAULT_MAX_OFFSETS_PER_TRIGGER.get(job),
             ),
             kafka_options=kafka_options,
         )

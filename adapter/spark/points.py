@@ -75,8 +75,8 @@ def ledger_entries(messages: DataFrame) -> DataFrame:
 
 
 class PointsSink:
-    """The ``foreachBatch`` function: dedupe a batch of :func:`ledger_entries` by ``msg_id``,
-    MERGE it into the ledger.
+    """The ``foreachBatch`` function: a batch of :func:`ledger_entries` into the ledger
+    (:func:`adapter.spark.ledger.merge_into_ledger`: one row per ``msg_id``, insert only).
 
     The entries are computed in the streaming plan, before the sink: Spark analyses that plan
     once, when the query starts, instead of once per transformation in every batch."""
@@ -86,8 +86,7 @@ class PointsSink:
         self.on_batch = on_batch
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        entries = ledger.batch_rows(batch, batch_id)
-        inserted, present = ledger.merge_into_ledger(batch.sparkSession, self.table, entries)
+        inserted, present = ledger.merge_into_ledger(self.table, batch, batch_id)
         outcome = ledger.BatchOutcome(
             batch_id=batch_id,
             inserted=inserted,

@@ -46,9 +46,6 @@ SQL_SETTINGS = {
     # materialises any non-Delta source: a second pass, ~0.5 s a batch on two cores).
     "spark.databricks.delta.merge.materializeSource": "none",
     "spark.sql.debug.maxToStringFields": "200",
-    # A 500 ms trigger adds a file or two to the ledger per batch and the MERGE opens every
-    # file: compacting after 10 (Delta's default is 50) keeps a batch's scan short.
-    "spark.databricks.delta.autoCompact.minNumFiles": "10",
 }
 
 
