@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,8 +86,9 @@ def build_session(config: SparkJobConfig) -> SparkSession:
     if _is_loopback(config.master):
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     conf = SparkConf().setAll(list(settings.items()))
-    _launch_driver_jvm(conf)
-    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    with _own_sigint():
+        _launch_driver_jvm(conf)
+        spark = SparkSession.builder.config(conf=conf).getOrCreate()
     for key, value in SQL_SETTINGS.items():
         spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("WARN")
@@ -112,6 +115,21 @@ def session_for(config: SparkJobConfig, spark: SparkSession | None) -> Iterator[
         yield session
     finally:
         stop_session(session)
+
+
+@contextlib.contextmanager
+def _own_sigint() -> Iterator[None]:
+    """Keep the process's SIGINT handler across the SparkContext's start: PySpark installs
+    one that cancels every job and raises ``KeyboardInterrupt`` wherever the main thread is,
+    so Ctrl-C on a streaming job would abort it mid-batch (click's "Aborted!", exit 1) instead
+    of stopping it between batches, as SIGTERM does (:mod:`adapter.spark.cli`)."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _launch_driver_jvm(conf: SparkConf) -> None:

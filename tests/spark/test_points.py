@@ -5,6 +5,8 @@ cluster as on local[2]."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -216,6 +218,50 @@ def test_a_driver_killed_mid_stream_restarts_from_its_checkpoint_with_an_exact_l
     assert len({r["msg_id"] for r in rows}) == len(rows) == len(everything)
     assert result.balances == expected_balances(everything)
     assert result.credited == len(everything)
+
+
+@pytest.mark.long  # a minute: a streaming driver started and stopped
+def test_ctrl_c_stops_a_streaming_points_job_between_batches_with_its_summary(
+    spark: SparkSession,
+    job_config: Callable[..., SparkJobConfig],
+    kafka_bootstrap: str,
+    new_topic: Callable[..., str],
+    make_producer: Callable[..., Any],
+    children: Callable[..., Child],
+    tmp_path: Path,
+) -> None:
+    topic = new_topic(2, "OrderPaid")
+    config = job_config(Job.POINTS, topic, name="interrupted")
+    paid = payments(10, prefix=unique("order"))
+    send_payments(make_producer(), topic, paid)
+    driver = children(
+        cli_command(
+            "points",
+            "--bootstrap",
+            kafka_bootstrap,
+            "--topic",
+            topic,
+            "--checkpoint",
+            str(config.checkpoint),
+            "--table",
+            str(config.table),
+        ),
+        tmp_path / "driver.log",
+    )
+    wait_until(
+        lambda: ledger_count(spark, config.table) == len(paid) or driver.process.poll() is not None,
+        timeout=150,
+        interval=0.5,
+        what="the driver's first batch",
+    )
+    assert driver.process.poll() is None, driver.output[-3000:]
+
+    os.killpg(driver.process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+
+    assert driver.wait(90) == 0, driver.output[-3000:]
+    assert "Aborted" not in driver.output
+    assert f"{len(paid)} payments credited" in driver.output
+    assert ledger_count(spark, config.table) == len(paid)
 
 
 @pytest.mark.long  # a minute: a standalone master and worker start
