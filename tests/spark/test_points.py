@@ -157,6 +157,22 @@ def test_each_committed_payment_is_credited_once_and_nothing_else_is(
     assert third.balances == expected_balances(committed + later)
 
 
+def points_command(bootstrap: str, topic: str, config: SparkJobConfig, *extra: str) -> list[str]:
+    """``rmq-adapter spark points`` on ``topic`` with ``config``'s checkpoint and ledger."""
+    return cli_command(
+        "points",
+        "--bootstrap",
+        bootstrap,
+        "--topic",
+        topic,
+        "--checkpoint",
+        str(config.checkpoint),
+        "--table",
+        str(config.table),
+        *extra,
+    )
+
+
 @pytest.mark.long  # a minute: a driver killed and started again
 def test_a_driver_killed_mid_stream_restarts_from_its_checkpoint_with_an_exact_ledger(
     spark: SparkSession,
@@ -174,19 +190,7 @@ def test_a_driver_killed_mid_stream_restarts_from_its_checkpoint_with_an_exact_l
     first, second = payments(20, prefix=prefix), payments(40, prefix=prefix, start=20)
     send_payments(producer, topic, first)
     driver = children(
-        cli_command(
-            "points",
-            "--bootstrap",
-            kafka_bootstrap,
-            "--topic",
-            topic,
-            "--checkpoint",
-            str(config.checkpoint),
-            "--table",
-            str(config.table),
-            "--trigger-ms",
-            "500",
-        ),
+        points_command(kafka_bootstrap, topic, config, "--trigger-ms", "500"),
         tmp_path / "driver.log",
     )
     wait_until(
@@ -235,17 +239,7 @@ def test_ctrl_c_stops_a_streaming_points_job_between_batches_with_its_summary(
     paid = payments(10, prefix=unique("order"))
     send_payments(make_producer(), topic, paid)
     driver = children(
-        cli_command(
-            "points",
-            "--bootstrap",
-            kafka_bootstrap,
-            "--topic",
-            topic,
-            "--checkpoint",
-            str(config.checkpoint),
-            "--table",
-            str(config.table),
-        ),
+        points_command(kafka_bootstrap, topic, config),
         tmp_path / "driver.log",
     )
     wait_until(
@@ -283,18 +277,12 @@ def test_the_points_job_runs_unchanged_on_a_standalone_cluster_with_the_same_led
 
     on_cluster = job_config(Job.POINTS, topic, name="cluster")
     driver = children(
-        cli_command(
-            "points",
-            "--bootstrap",
+        points_command(
             kafka_bootstrap,
+            topic,
+            on_cluster,
             "--master",
             standalone_cluster.master_url,
-            "--topic",
-            topic,
-            "--checkpoint",
-            str(on_cluster.checkpoint),
-            "--table",
-            str(on_cluster.table),
             "--available-now",
             "--json",
             str(tmp_path / "result.json"),
