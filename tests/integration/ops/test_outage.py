@@ -171,18 +171,28 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
         outage_lines = worker.lines[lines_before:]
         # Once ready again, the gauges are current: never 200 while they still are stale.
         after: list[tuple[int, float, float]] = []
+        why_not_ready: Counter[str] = Counter()
 
         def ready_again() -> bool:
+            code, body = get(port, "/readyz")
             after.append(
                 (
-                    get(port, "/readyz")[0],
+                    code,
                     gauge(port, "rmq_transactions_gauges_stale"),
                     gauge(port, "rmq_transactions_pending"),
                 )
             )
-            return after[-1][0] == 200
+            if code != 200:
+                why_not_ready[body.strip()] += 1
+            return code == 200
 
-        wait_until(ready_again, timeout=120, interval=0.5, what="ready after the outage")
+        try:
+            wait_until(ready_again, timeout=120, interval=0.5, what="ready after the outage")
+        except AssertionError:
+            print("[not ready, /readyz said]", dict(why_not_ready))
+            for line in worker.lines[lines_before:]:
+                print("[worker]", line.strip()[:400])
+            raise
         print(
             f"\n[outage] broker down {came_back - went_down:.1f} s; {len(outage_lines)} log lines"
         )
