@@ -173,6 +173,20 @@ def points_command(bootstrap: str, topic: str, config: SparkJobConfig, *extra: s
     )
 
 
+def wait_for_the_driver(
+    spark: SparkSession, driver: Child, config: SparkJobConfig, enough: Callable[[int], bool]
+) -> None:
+    """Wait until the ledger's row count is ``enough``, failing with the driver's output if
+    the driver exits first."""
+    wait_until(
+        lambda: enough(ledger_count(spark, config.table)) or driver.process.poll() is not None,
+        timeout=150,
+        interval=0.5,
+        what="the driver's first batch",
+    )
+    assert driver.process.poll() is None, driver.output[-3000:]
+
+
 @pytest.mark.long  # a minute: a driver killed and started again
 def test_a_driver_killed_mid_stream_restarts_from_its_checkpoint_with_an_exact_ledger(
     spark: SparkSession,
@@ -193,13 +207,7 @@ def test_a_driver_killed_mid_stream_restarts_from_its_checkpoint_with_an_exact_l
         points_command(kafka_bootstrap, topic, config, "--trigger-ms", "500"),
         tmp_path / "driver.log",
     )
-    wait_until(
-        lambda: ledger_count(spark, config.table) > 0 or driver.process.poll() is not None,
-        timeout=150,
-        interval=0.5,
-        what="the driver's first batch",
-    )
-    assert driver.process.poll() is None, driver.output[-3000:]
+    wait_for_the_driver(spark, driver, config, lambda credited: credited > 0)
 
     def keep_paying() -> None:
         for payment in second:
@@ -238,17 +246,8 @@ def test_ctrl_c_stops_a_streaming_points_job_between_batches_with_its_summary(
     config = job_config(Job.POINTS, topic, name="interrupted")
     paid = payments(10, prefix=unique("order"))
     send_payments(make_producer(), topic, paid)
-    driver = children(
-        points_command(kafka_bootstrap, topic, config),
-        tmp_path / "driver.log",
-    )
-    wait_until(
-        lambda: ledger_count(spark, config.table) == len(paid) or driver.process.poll() is not None,
-        timeout=150,
-        interval=0.5,
-        what="the driver's first batch",
-    )
-    assert driver.process.poll() is None, driver.output[-3000:]
+    driver = children(points_command(kafka_bootstrap, topic, config), tmp_path / "driver.log")
+    wait_for_the_driver(spark, driver, config, lambda credited: credited == len(paid))
 
     os.killpg(driver.process.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
 
