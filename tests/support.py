@@ -227,6 +227,15 @@ def read_committed(
         consumer.close()
 
 
+def read_committed_all_there(
+    bootstrap: str, topic: str, expected: int, timeout: float = 3
+) -> list[KafkaRecord]:
+    """What :func:`read_committed` reads when at least ``expected`` records are there, else an
+    empty list: a predicate for :func:`wait_until` that waits for all of them, not the first."""
+    records = read_committed(bootstrap, topic, expected, timeout)
+    return records if len(records) >= expected else []
+
+
 def parked_from(bootstrap: str, partition: int, offset: int) -> list[KafkaRecord]:
     """The records of the poison topic parked from ``partition``@``offset`` of their source."""
     return [

@@ -48,7 +48,7 @@ from tests.support import (
     committed_offsets,
     create_topic,
     init_system_topics,
-    read_committed,
+    read_committed_all_there,
     shut_down_after,
     unique,
     wait_until,
@@ -169,7 +169,9 @@ def check_outcome(bootstrap: str, group: str, tally: Tally, allowed: Callable[[C
     letters = {}
     if dead_expected:
         found = wait_until(
-            lambda: read_committed(bootstrap, naming.dlq_topic(group), len(dead_expected), 3),
+            lambda: read_committed_all_there(
+                bootstrap, naming.dlq_topic(group), len(dead_expected)
+            ),
             timeout=60,
             what="the dead letters",
         )

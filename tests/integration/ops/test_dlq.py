@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 from adapter import naming
 from adapter.client import ConsumeStatus, Message
 from adapter.ops.cli import main as cli
-from tests.support import read_committed, unique, wait_until
+from tests.support import read_committed_all_there, unique, wait_until
 from tests.workers import start_worker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(150)]
@@ -57,7 +57,7 @@ def dead_lettered(kafka_bootstrap, new_topic, make_producer, make_consumer):
         message.set_property("binary-ish", "kept")
         ids[f"order-{n}"] = producer.send_sync(message).msg_id
     wait_until(
-        lambda: read_committed(kafka_bootstrap, naming.dlq_topic(group), 4, 1),
+        lambda: read_committed_all_there(kafka_bootstrap, naming.dlq_topic(group), 4),
         timeout=60,
         what="four dead letters",
     )
