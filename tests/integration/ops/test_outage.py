@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from adapter import naming
 from adapter.client import Message, TransactionMQProducer, TransactionStatus
@@ -48,6 +49,30 @@ def gauge(port: int, name: str) -> float:
     _, text = get(port, "/metrics")
     [line] = [line for line in text.splitlines() if line.startswith(name + " ")]
     return float(line.split()[1])
+
+
+def held_open(bootstrap: str) -> list[str]:
+    """Every partition of the broker whose last stable offset is short of its end: where an
+    open transaction keeps read_committed readers waiting (``topic[p] LSO of end``)."""
+    admin = clients.admin({"bootstrap.servers": bootstrap})
+    partitions = [
+        TopicPartition(name, p)
+        for name, topic in admin.list_topics(timeout=10).topics.items()
+        for p in topic.partitions
+    ]
+
+    def latest(isolation: IsolationLevel) -> dict[tuple[str, int], int]:
+        asked = admin.list_offsets(
+            {tp: OffsetSpec.latest() for tp in partitions},
+            isolation_level=isolation,
+            request_timeout=10,
+        )
+        return {(tp.topic, tp.partition): f.result().offset for tp, f in asked.items()}
+
+    stable, ends = latest(IsolationLevel.READ_COMMITTED), latest(IsolationLevel.READ_UNCOMMITTED)
+    return [
+        f"{t}[{p}] {stable[t, p]} of {end}" for (t, p), end in ends.items() if stable[t, p] < end
+    ]
 
 
 def written_bodies(bootstrap: str, topic: str) -> list[str]:
@@ -192,6 +217,7 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
             print("[not ready, /readyz said]", dict(why_not_ready))
             for line in worker.lines[lines_before:]:
                 print("[worker]", line.strip()[:400])
+            print("[held open by a transaction]", held_open(own_kafka.bootstrap))
             raise
         print(
             f"\n[outage] broker down {came_back - went_down:.1f} s; {len(outage_lines)} log lines"
@@ -234,6 +260,7 @@ def test_a_broker_outage_ends_with_every_commit_visible_once_from_the_same_worke
         print("[asked, s after the return]", [(round(t - came_back, 1), b) for t, b in asked])
         print("[pending now]", gauge(port, "rmq_transactions_pending"))
         print("[written, committed or not]", sorted(written_bodies(own_kafka.bootstrap, topic)))
+        print("[held open by a transaction]", held_open(own_kafka.bootstrap))
     assert set(counts) == expected, "nothing lost, nothing rolled back delivered"
     assert [b for b, c in counts.items() if c > 1] == [], "nothing twice"
     assert worker.process.poll() is None, "the same worker process healed"
