@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import sys
 import tempfile
 import threading
@@ -28,7 +27,7 @@ from typing import Any
 
 import grpc
 
-from bench.common import LoggedProcess, Table
+from bench.common import LoggedProcess, Table, free_port
 
 METHOD = "/bench.Floor/Echo"
 PAYLOAD = b"x" * 100
@@ -61,12 +60,6 @@ async def _serve(port: int) -> None:
     await server.wait_for_termination()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _drive(port: int, threads: int, seconds: float) -> int:
     """Calls made by ``threads`` client threads in ``seconds``."""
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -97,7 +90,7 @@ def main() -> None:
     if args.serve:
         asyncio.run(_serve(args.serve))
         return
-    port = _free_port()
+    port = free_port()
     log = Path(tempfile.mkdtemp(prefix="grpc-floor-")) / "server.log"
     server = LoggedProcess([sys.executable, "-m", "bench.grpc_floor", "--serve", str(port)], log)
     server.what = "the echo server"

@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import sys
 import time
 import urllib.request
@@ -46,6 +45,7 @@ from bench import rocketmq_apache
 from bench.common import (
     Coordinator,
     LoggedProcess,
+    free_port,
     kafka,
     prime_partitions,
     transactional_topic_configs,
@@ -134,12 +134,6 @@ class Proxies:
     def stop(self) -> None:
         for member in self.members:
             member.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class ProxyTarget:

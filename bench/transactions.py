@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import socket
 import statistics
 import threading
 import time
@@ -55,6 +54,7 @@ from bench.common import (
     ChildRun,
     Coordinator,
     Table,
+    free_port,
     kafka,
     new_topic,
     now_ms,
@@ -94,12 +94,6 @@ def met(ok: bool) -> str:
 
 
 # -- the coordinator process ----------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pending_gauge(port: int) -> float | None:
